@@ -1,0 +1,27 @@
+from django import forms
+
+from labeling.models import Generation
+from labeling.selectors import ExportFilters
+
+
+class ExportForm(forms.Form):
+    generation = forms.IntegerField(required=False, help_text="Generation number")
+    since = forms.DateTimeField(required=False, help_text="Submitted at or after")
+    labeler = forms.UUIDField(required=False, help_text="Labeler UUID")
+    include_qc = forms.BooleanField(
+        required=False, initial=True, label="Include quality-control sessions"
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["generation"].widget.attrs["list"] = "generations"
+        self.generations = Generation.objects.values_list("number", flat=True)
+
+    def filters(self) -> ExportFilters:
+        data = self.cleaned_data
+        return ExportFilters(
+            generation=data["generation"],
+            since=data["since"],
+            labeler=data["labeler"],
+            include_qc=data["include_qc"],
+        )

@@ -1,0 +1,211 @@
+"""The annotation domain: problems, solutions, generations, labelers, sessions and ratings.
+
+Invariants live in the database (CHECK and partial UNIQUE constraints) so that concurrent
+requests, workers and imports cannot break them, whatever code path they take.
+"""
+
+import hashlib
+import json
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def solution_digest(*, steps: list[str], answer: str) -> str:
+    return text_digest(json.dumps([steps, answer], ensure_ascii=False))
+
+
+class Problem(models.Model):
+    text = models.TextField()
+    # PRM800K lines name their problem only by its text, so the text is the natural key.
+    text_hash = models.CharField(max_length=64, unique=True, editable=False)
+    answer = models.TextField(help_text="Ground-truth final answer.")
+    solution = models.TextField(blank=True, help_text="Ground-truth worked solution.")
+    subject = models.CharField(max_length=64, blank=True)
+    level = models.PositiveSmallIntegerField(null=True, blank=True)
+    unique_id = models.CharField(max_length=255, unique=True, null=True, blank=True)
+    split = models.CharField(max_length=32, blank=True)
+    is_bad = models.BooleanField(default=False, help_text="Reported bad by a labeler.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.unique_id or self.text[:60]
+
+    def save(self, *args, **kwargs):
+        self.text_hash = text_digest(self.text)
+        super().save(*args, **kwargs)
+
+
+class Generation(models.Model):
+    """One round of selecting solutions to label. Screening questions use number -1."""
+
+    SCREENING = -1
+
+    number = models.IntegerField(unique=True)
+    model_version = models.ForeignKey(
+        "trainer.ModelVersion", null=True, blank=True, on_delete=models.SET_NULL
+    )
+    params = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["number"]
+
+    def __str__(self) -> str:
+        return f"generation {self.number}"
+
+
+class Solution(models.Model):
+    """A candidate solution to label: ordered steps ending in a final answer."""
+
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="solutions")
+    steps = models.JSONField(help_text="Ordered list of step texts.")
+    answer = models.TextField(blank=True, help_text="The solution's final answer.")
+    content_hash = models.CharField(max_length=64, editable=False)
+    is_correct = models.BooleanField(help_text="Final answer equals the ground truth.")
+    source = models.CharField(max_length=128, blank=True, help_text="Model that wrote it.")
+    source_score = models.FloatField(
+        null=True, blank=True, help_text="Score the source attached (PRM800K verifier score)."
+    )
+    prm_score = models.FloatField(null=True, blank=True, help_text="Latest PRM score.")
+    generation = models.ForeignKey(
+        Generation, null=True, blank=True, on_delete=models.SET_NULL, related_name="solutions"
+    )
+    is_quality_control = models.BooleanField(default=False)
+    is_screening = models.BooleanField(default=False)
+    meta = models.JSONField(default=dict, blank=True, help_text="Import keys not modelled.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["problem", "content_hash"], name="solution_unique_per_problem"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"solution {self.pk} of {self.problem}"
+
+    def save(self, *args, **kwargs):
+        self.content_hash = solution_digest(steps=self.steps, answer=self.answer)
+        super().save(*args, **kwargs)
+
+
+class Labeler(models.Model):
+    """A user who labels. Exports name labelers by `uuid` only, never by username."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="labeler"
+    )
+    uuid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+
+    def __str__(self) -> str:
+        return str(self.uuid)
+
+
+class FinishReason(models.TextChoices):
+    FOUND_ERROR = "found_error", "Found an error"
+    SOLUTION = "solution", "Reached the solution"
+    BAD_PROBLEM = "bad_problem", "Bad problem"
+    GIVE_UP = "give_up", "Gave up"
+
+
+class LabelingSession(models.Model):
+    """One labeler working on one solution: the assignment, its lease and its outcome."""
+
+    labeler = models.ForeignKey(Labeler, on_delete=models.PROTECT, related_name="sessions")
+    solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="sessions")
+    # Snapshots at assignment: a solution's generation and flags may change later, the
+    # session keeps what the labeler was served.
+    generation = models.ForeignKey(
+        Generation, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
+    )
+    is_quality_control = models.BooleanField(default=False)
+    is_screening = models.BooleanField(default=False)
+    started_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    total_time = models.BigIntegerField(null=True, blank=True, help_text="Milliseconds.")
+    finish_reason = models.CharField(max_length=16, choices=FinishReason.choices, blank=True)
+    finish_reason_text = models.TextField(blank=True)
+    # PRM800K keys this schema does not model, and values that differ from what the
+    # modelled fields would export, so that import -> export is lossless.
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["labeler", "solution"],
+                condition=Q(submitted_at__isnull=True),
+                name="one_open_session_per_labeler_and_solution",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"session {self.pk} ({self.labeler} on solution {self.solution_id})"
+
+    @property
+    def is_submitted(self) -> bool:
+        return self.submitted_at is not None
+
+
+class StepLabel(models.Model):
+    """What a labeler did at one step: which completion they chose or what they wrote."""
+
+    session = models.ForeignKey(LabelingSession, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    chosen_completion = models.IntegerField(null=True, blank=True)
+    human_completion = models.JSONField(null=True, blank=True)
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["session", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "index"], name="one_step_label_per_index"),
+        ]
+
+    def __str__(self) -> str:
+        return f"step {self.index} of session {self.session_id}"
+
+
+class StepRating(models.Model):
+    """A rating of one completion of a step. Completion 0 is the solution's own step."""
+
+    class Rating(models.IntegerChoices):
+        BAD = -1, "-1 bad"
+        OKAY = 0, "0 okay"
+        GOOD = 1, "+1 good"
+
+    step = models.ForeignKey(StepLabel, on_delete=models.CASCADE, related_name="ratings")
+    completion_index = models.PositiveIntegerField(default=0)
+    text = models.TextField()
+    # Null only for phase-1 alternatives that were shown but never rated.
+    rating = models.SmallIntegerField(choices=Rating.choices, null=True, blank=True)
+    flagged = models.BooleanField(null=True, blank=True, help_text="Labeler was unsure.")
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["step", "completion_index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["step", "completion_index"], name="one_rating_per_step_completion"
+            ),
+            models.CheckConstraint(
+                condition=Q(rating__isnull=True) | Q(rating__in=[-1, 0, 1]),
+                name="rating_in_domain",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"rating {self.rating} of completion {self.completion_index}"

@@ -1,0 +1,327 @@
+"""The PRM800K JSONL format: validation of incoming records and lossless write-back.
+
+Losslessness works the same way at every level of a record (the record, `question`,
+`label`, each step and each completion): the importer stores what the schema models in
+columns, and beside it a small *remainder*: every key whose original value differs from what
+the columns would export (unknown keys included) and every modelled key that was absent.
+The exporter rebuilds the modelled dict from the columns and applies the remainder, so the
+object that comes out is the object that went in.
+"""
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+RECORD_KEYS = (
+    "labeler",
+    "timestamp",
+    "generation",
+    "is_quality_control_question",
+    "is_initial_screening_question",
+    "question",
+    "label",
+)
+QUESTION_KEYS = (
+    "problem",
+    "ground_truth_solution",
+    "ground_truth_answer",
+    "pre_generated_steps",
+    "pre_generated_answer",
+    "pre_generated_verifier_score",
+)
+LABEL_KEYS = ("steps", "total_time", "finish_reason")
+STEP_KEYS = ("completions", "human_completion", "chosen_completion")
+COMPLETION_KEYS = ("text", "rating", "flagged")
+FINISH_REASONS = ("found_error", "solution", "bad_problem", "give_up")
+RATINGS = (-1, 0, 1)
+ANSWER_MARKER = "# Answer"
+
+
+class InvalidRecord(ValueError):
+    """A record that does not follow the PRM800K schema; the message says what is wrong."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    # Compare as JSON text: Python's == says 1 == 1.0 == True, which would lose a type.
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def remainder(original: dict, modelled: dict) -> dict:
+    """What must be kept beside the columns to give back `original` from `modelled`."""
+    keys = {k: v for k, v in original.items() if k not in modelled or not _same(v, modelled[k])}
+    absent = [k for k in modelled if k not in original]
+    out: dict[str, Any] = {}
+    if keys:
+        out["keys"] = keys
+    if absent:
+        out["absent"] = absent
+    return out
+
+
+def restore(modelled: dict, kept: dict | None) -> dict:
+    """Inverse of `remainder`: rebuild the original object."""
+    if not kept:
+        return modelled
+    absent = set(kept.get("absent", ()))
+    out = {k: v for k, v in modelled.items() if k not in absent}
+    out.update(kept.get("keys", {}))
+    return out
+
+
+def format_timestamp(moment: datetime) -> str:
+    # PRM800K writes naive UTC ISO timestamps with microseconds.
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat()
+
+
+def parse_timestamp(value: str) -> datetime:
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment
+
+
+def extract_answer(steps: list[str]) -> str:
+    """The final answer of PRM800K-style steps, whose last step is '# Answer\\n\\n<answer>'."""
+    if not steps:
+        return ""
+    last = steps[-1].strip()
+    if last.startswith(ANSWER_MARKER):
+        return last[len(ANSWER_MARKER) :].strip()
+    return ""
+
+
+@dataclass
+class ParsedCompletion:
+    text: str
+    rating: int | None
+    flagged: bool | None
+    raw: dict
+
+
+@dataclass
+class ParsedStep:
+    completions: list[ParsedCompletion]
+    human_completion: Any
+    chosen_completion: int | None
+    raw: dict
+
+
+@dataclass
+class ParsedRecord:
+    labeler: uuid.UUID
+    timestamp: datetime | None
+    generation: int | None
+    is_quality_control: bool
+    is_screening: bool
+    problem: str
+    ground_truth_answer: str
+    ground_truth_solution: str
+    steps: list[str]
+    answer: str
+    source_score: float | None
+    is_phase1: bool
+    label_steps: list[ParsedStep]
+    total_time: int | None
+    finish_reason: str
+    raw: dict
+
+
+def _require(obj: dict, key: str, where: str) -> Any:
+    if key not in obj:
+        raise InvalidRecord(f"missing required field '{where}{key}'")
+    return obj[key]
+
+
+def _typed(value: Any, types: tuple[type, ...], name: str, *, nullable: bool = False) -> Any:
+    if value is None and nullable:
+        return None
+    # bool is an int subclass; an integer field must not accept true/false.
+    is_bool = isinstance(value, bool)
+    if not isinstance(value, types) or (is_bool and bool not in types):
+        expected = " or ".join(t.__name__ for t in types) + (" or null" if nullable else "")
+        raise InvalidRecord(f"'{name}' must be {expected}, got {json.dumps(value)[:80]}")
+    return value
+
+
+def _dict(value: Any, name: str) -> dict:
+    return _typed(value, (dict,), name)
+
+
+def _parse_completion(raw: Any, where: str) -> ParsedCompletion:
+    raw = _dict(raw, where)
+    text = _typed(_require(raw, "text", f"{where}."), (str,), f"{where}.text")
+    rating = raw.get("rating")
+    if rating is not None and (isinstance(rating, bool) or rating not in RATINGS):
+        raise InvalidRecord(f"'{where}.rating' must be -1, 0, 1 or null, got {json.dumps(rating)}")
+    flagged = _typed(raw.get("flagged"), (bool,), f"{where}.flagged", nullable=True)
+    return ParsedCompletion(text=text, rating=rating, flagged=flagged, raw=raw)
+
+
+def _parse_step(raw: Any, where: str) -> ParsedStep:
+    raw = _dict(raw, where)
+    completions = _typed(_require(raw, "completions", f"{where}."), (list,), f"{where}.completions")
+    chosen = _typed(
+        raw.get("chosen_completion"), (int,), f"{where}.chosen_completion", nullable=True
+    )
+    return ParsedStep(
+        completions=[
+            _parse_completion(c, f"{where}.completions[{i}]") for i, c in enumerate(completions)
+        ],
+        human_completion=raw.get("human_completion"),
+        chosen_completion=chosen,
+        raw=raw,
+    )
+
+
+def _phase1_steps(label_steps: list[ParsedStep]) -> list[str]:
+    # Phase 1 has no pre-generated solution: the solution is the path the labeler took,
+    # their chosen completion at each step, or what they wrote themselves.
+    steps = []
+    for step in label_steps:
+        chosen = step.chosen_completion
+        human = step.human_completion
+        if chosen is not None and 0 <= chosen < len(step.completions):
+            steps.append(step.completions[chosen].text)
+        elif isinstance(human, dict) and isinstance(human.get("text"), str):
+            steps.append(human["text"])
+        elif step.completions:
+            steps.append(step.completions[0].text)
+    return steps
+
+
+def parse_record(raw: Any) -> ParsedRecord:
+    """Validate one PRM800K line; raise InvalidRecord naming the offending field."""
+    raw = _dict(raw, "record")
+    labeler_text = _typed(_require(raw, "labeler", ""), (str,), "labeler")
+    try:
+        labeler = uuid.UUID(labeler_text)
+    except ValueError:
+        raise InvalidRecord(f"'labeler' must be a UUID, got {labeler_text!r}") from None
+    timestamp = None
+    if (ts := raw.get("timestamp")) is not None:
+        try:
+            timestamp = parse_timestamp(_typed(ts, (str,), "timestamp"))
+        except ValueError:
+            raise InvalidRecord(f"'timestamp' is not an ISO 8601 time: {ts!r}") from None
+    generation = _typed(raw.get("generation"), (int,), "generation", nullable=True)
+    is_qc = _typed(
+        raw.get("is_quality_control_question", False), (bool,), "is_quality_control_question"
+    )
+    is_screening = _typed(
+        raw.get("is_initial_screening_question", False), (bool,), "is_initial_screening_question"
+    )
+
+    question = _dict(_require(raw, "question", ""), "question")
+    problem = _typed(_require(question, "problem", "question."), (str,), "question.problem")
+    if not problem.strip():
+        raise InvalidRecord("'question.problem' is empty")
+    gt_answer = _typed(
+        question.get("ground_truth_answer"), (str,), "question.ground_truth_answer", nullable=True
+    )
+    gt_solution = _typed(
+        question.get("ground_truth_solution"),
+        (str,),
+        "question.ground_truth_solution",
+        nullable=True,
+    )
+    pre_steps = _typed(
+        question.get("pre_generated_steps"), (list,), "question.pre_generated_steps", nullable=True
+    )
+    if pre_steps is not None:
+        for i, step in enumerate(pre_steps):
+            _typed(step, (str,), f"question.pre_generated_steps[{i}]")
+    pre_answer = _typed(
+        question.get("pre_generated_answer"), (str,), "question.pre_generated_answer", nullable=True
+    )
+    score = _typed(
+        question.get("pre_generated_verifier_score"),
+        (int, float),
+        "question.pre_generated_verifier_score",
+        nullable=True,
+    )
+
+    label = _dict(_require(raw, "label", ""), "label")
+    steps_raw = _typed(_require(label, "steps", "label."), (list,), "label.steps")
+    label_steps = [_parse_step(s, f"label.steps[{i}]") for i, s in enumerate(steps_raw)]
+    total_time = _typed(label.get("total_time"), (int,), "label.total_time", nullable=True)
+    finish_reason = label.get("finish_reason")
+    if finish_reason is not None and finish_reason not in FINISH_REASONS:
+        raise InvalidRecord(
+            f"'label.finish_reason' must be one of {', '.join(FINISH_REASONS)}, "
+            f"got {json.dumps(finish_reason)}"
+        )
+
+    is_phase1 = pre_steps is None
+    steps = _phase1_steps(label_steps) if is_phase1 else pre_steps
+    answer = extract_answer(steps) if is_phase1 else (pre_answer or "")
+    return ParsedRecord(
+        labeler=labeler,
+        timestamp=timestamp,
+        generation=generation,
+        is_quality_control=is_qc,
+        is_screening=is_screening,
+        problem=problem,
+        ground_truth_answer=gt_answer or "",
+        ground_truth_solution=gt_solution or "",
+        steps=steps,
+        answer=answer,
+        source_score=float(score) if score is not None else None,
+        is_phase1=is_phase1,
+        label_steps=label_steps,
+        total_time=total_time,
+        finish_reason=finish_reason or "",
+        raw=raw,
+    )
+
+
+def modelled_question(
+    *,
+    problem: str,
+    answer: str,
+    solution: str,
+    steps: list[str],
+    pre_answer: str,
+    score: float | None,
+) -> dict:
+    return {
+        "problem": problem,
+        "ground_truth_solution": solution,
+        "ground_truth_answer": answer,
+        "pre_generated_steps": steps,
+        "pre_generated_answer": pre_answer,
+        "pre_generated_verifier_score": score,
+    }
+
+
+def modelled_top(
+    *,
+    labeler: uuid.UUID,
+    submitted_at: datetime,
+    generation: int | None,
+    is_quality_control: bool,
+    is_screening: bool,
+) -> dict:
+    """The record's own scalar keys (`question` and `label` are built separately)."""
+    return {
+        "labeler": str(labeler),
+        "timestamp": format_timestamp(submitted_at),
+        "generation": generation,
+        "is_quality_control_question": is_quality_control,
+        "is_initial_screening_question": is_screening,
+    }
+
+
+def modelled_label(*, total_time: int | None, finish_reason: str) -> dict:
+    """The label's scalar keys (`steps` is built separately)."""
+    return {"total_time": total_time, "finish_reason": finish_reason}
+
+
+def modelled_step(*, human_completion: Any, chosen_completion: int | None) -> dict:
+    """The step's scalar keys (`completions` is built separately)."""
+    return {"human_completion": human_completion, "chosen_completion": chosen_completion}
+
+
+def modelled_completion(*, text: str, rating: int | None, flagged: bool | None) -> dict:
+    return {"text": text, "rating": rating, "flagged": flagged}

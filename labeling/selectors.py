@@ -1,0 +1,152 @@
+"""Read operations of the annotation domain."""
+
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TextIO
+
+from django.db.models import Count, QuerySet
+
+from labeling import prm800k
+from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
+
+EXPORT_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class ExportFilters:
+    generation: int | None = None
+    since: datetime | None = None
+    labeler: uuid.UUID | None = None
+    include_qc: bool = True
+
+
+def problem_list() -> QuerySet[Problem]:
+    return Problem.objects.order_by("subject", "level", "id").annotate(
+        solution_count=Count("solutions")
+    )
+
+
+def overview() -> dict[str, int]:
+    """Counts for the landing page."""
+    return {
+        "problem_count": Problem.objects.count(),
+        "solution_count": Solution.objects.count(),
+        "submitted_count": LabelingSession.objects.filter(submitted_at__isnull=False).count(),
+    }
+
+
+def submitted_sessions(
+    *, filters: ExportFilters, within: QuerySet[LabelingSession] | None = None
+) -> QuerySet[LabelingSession]:
+    sessions = (within if within is not None else LabelingSession.objects.all()).filter(
+        submitted_at__isnull=False
+    )
+    if filters.generation is not None:
+        sessions = sessions.filter(generation__number=filters.generation)
+    if filters.since is not None:
+        sessions = sessions.filter(submitted_at__gte=filters.since)
+    if filters.labeler is not None:
+        sessions = sessions.filter(labeler__uuid=filters.labeler)
+    if not filters.include_qc:
+        sessions = sessions.filter(is_quality_control=False)
+    return sessions
+
+
+def iter_prm800k_records(
+    *, filters: ExportFilters, within: QuerySet[LabelingSession] | None = None
+) -> Iterator[dict]:
+    """Yield one PRM800K object per submitted session, reading the database in chunks.
+
+    `within` narrows the export to a queryset (an admin changelist selection, say).
+    """
+    sessions = submitted_sessions(filters=filters, within=within).select_related(
+        "labeler", "generation", "solution__problem"
+    )
+    last_pk = 0
+    while True:
+        chunk = list(sessions.filter(pk__gt=last_pk).order_by("pk")[:EXPORT_CHUNK])
+        if not chunk:
+            return
+        last_pk = chunk[-1].pk
+        steps = _steps_of(session_ids=[s.pk for s in chunk])
+        for session in chunk:
+            yield _record(session, steps.get(session.pk, []))
+
+
+def _steps_of(*, session_ids: list[int]) -> dict[int, list[dict]]:
+    completions: dict[int, list[dict]] = defaultdict(list)
+    for step_id, text, rating, flagged, extra in (
+        StepRating.objects.filter(step__session_id__in=session_ids)
+        .order_by("step_id", "completion_index")
+        .values_list("step_id", "text", "rating", "flagged", "extra")
+    ):
+        modelled = prm800k.modelled_completion(text=text, rating=rating, flagged=flagged)
+        completions[step_id].append(prm800k.restore(modelled, extra))
+
+    steps: dict[int, list[dict]] = defaultdict(list)
+    for step_id, session_id, chosen, human, extra in (
+        StepLabel.objects.filter(session_id__in=session_ids)
+        .order_by("session_id", "index")
+        .values_list("id", "session_id", "chosen_completion", "human_completion", "extra")
+    ):
+        modelled = {"completions": completions.get(step_id, [])}
+        modelled.update(prm800k.modelled_step(human_completion=human, chosen_completion=chosen))
+        steps[session_id].append(prm800k.restore(modelled, extra))
+    return steps
+
+
+def _record(session: LabelingSession, steps: list[dict]) -> dict:
+    kept = session.extra or {}
+    solution = session.solution
+    record = prm800k.restore(
+        prm800k.modelled_top(
+            labeler=session.labeler.uuid,
+            submitted_at=session.submitted_at,
+            generation=session.generation.number if session.generation else None,
+            is_quality_control=session.is_quality_control,
+            is_screening=session.is_screening,
+        ),
+        kept.get("record"),
+    )
+    record["question"] = prm800k.restore(
+        modelled_question(problem=solution.problem, solution=solution), kept.get("question")
+    )
+    label = {"steps": steps}
+    label.update(
+        prm800k.restore(
+            prm800k.modelled_label(
+                total_time=session.total_time, finish_reason=session.finish_reason
+            ),
+            kept.get("label"),
+        )
+    )
+    record["label"] = label
+    return record
+
+
+def modelled_question(*, problem: Problem, solution: Solution) -> dict:
+    return prm800k.modelled_question(
+        problem=problem.text,
+        answer=problem.answer,
+        solution=problem.solution,
+        steps=solution.steps,
+        pre_answer=solution.answer,
+        score=solution.source_score,
+    )
+
+
+def json_line(record: dict) -> str:
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def write_prm800k(*, out: TextIO, filters: ExportFilters) -> int:
+    """Write the export as JSONL to `out`; return the number of lines."""
+    count = 0
+    for record in iter_prm800k_records(filters=filters):
+        out.write(json_line(record))
+        count += 1
+    return count

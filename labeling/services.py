@@ -1,0 +1,552 @@
+"""Write operations of the annotation domain: imports, labelers, grading.
+
+Every import is all-or-nothing: it runs in one transaction, and the first bad line raises
+`ImportFailed("FILE:LINE: what is wrong")`, which rolls back everything from that file.
+Files are read line by line and written in batches, so memory does not grow with file size.
+"""
+
+import functools
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import transaction
+from django.utils import timezone
+from tqdm import tqdm
+
+from labeling import prm800k
+from labeling.grading import is_equivalent
+from labeling.models import (
+    Generation,
+    Labeler,
+    LabelingSession,
+    Problem,
+    Solution,
+    StepLabel,
+    StepRating,
+    solution_digest,
+    text_digest,
+)
+from labeling.selectors import modelled_question
+
+BATCH_SIZE = 1000
+PROGRESS_MIN_LINES = 2000
+
+
+class ImportFailed(Exception):
+    """An import stopped at a bad line; nothing from the file was stored."""
+
+
+@dataclass
+class ImportResult:
+    lines: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    details: dict[str, int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading JSONL
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for _ in f)
+
+
+def read_jsonl(*, path: Path, name: str, progress: bool = True) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line, failing with FILE:LINE."""
+    total = _count_lines(path)
+    with path.open("rb") as f:
+        lines = tqdm(
+            f,
+            total=total,
+            desc=f"importing {name}",
+            unit=" lines",
+            file=sys.stderr,
+            disable=not progress or total < PROGRESS_MIN_LINES,
+        )
+        for number, raw in enumerate(lines, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ImportFailed(f"{name}:{number}: not UTF-8 ({exc.reason})") from None
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ImportFailed(f"{name}:{number}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise ImportFailed(f"{name}:{number}: expected a JSON object")
+            yield number, obj
+
+
+def _batched(items: Iterable, size: int) -> Iterator[list]:
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def _fail(name: str, number: int, message: str) -> ImportFailed:
+    return ImportFailed(f"{name}:{number}: {message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Grading
+
+
+@functools.lru_cache(maxsize=65536)
+def grade_answer(answer: str, ground_truth: str) -> bool:
+    # Cached: a pool repeats the same few final answers per problem many times over.
+    return bool(answer.strip()) and is_equivalent(answer, ground_truth)
+
+
+def regrade_solutions(*, problem_ids: list[int] | None = None) -> int:
+    """Grade solutions again (after a grader or ground-truth change); return how many changed."""
+    solutions = Solution.objects.select_related("problem").only(
+        "id", "answer", "is_correct", "problem__answer"
+    )
+    if problem_ids is not None:
+        solutions = solutions.filter(problem_id__in=problem_ids)
+    changed = []
+    for solution in solutions.iterator(chunk_size=2000):
+        verdict = grade_answer(solution.answer, solution.problem.answer)
+        if verdict != solution.is_correct:
+            solution.is_correct = verdict
+            changed.append(solution)
+    for batch in _batched(changed, BATCH_SIZE):
+        Solution.objects.bulk_update(batch, ["is_correct"])
+    return len(changed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Labelers
+
+
+def get_or_create_labeler(*, user) -> Labeler:
+    labeler, _ = Labeler.objects.get_or_create(user=user)
+    return labeler
+
+
+def _labelers_by_uuid(uuids: set) -> dict:
+    found = {lab.uuid: lab for lab in Labeler.objects.filter(uuid__in=uuids)}
+    missing = uuids - found.keys()
+    if missing:
+        user_model = get_user_model()
+        annotators = Group.objects.get(name="annotator")
+        for value in sorted(missing, key=str):
+            # Imported labelers are pseudonymous: a user that cannot log in, named by UUID.
+            user = user_model(username=f"labeler-{value}")
+            user.set_unusable_password()
+            user.save()
+            user.groups.add(annotators)
+            found[value] = Labeler.objects.create(user=user, uuid=value)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems
+
+
+def _problem_level(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        digits = value.removeprefix("Level").strip()
+        if digits.isdigit():
+            return int(digits)
+    raise ValueError(f"'level' must be an integer or 'Level N', got {json.dumps(value)}")
+
+
+def _string(obj: dict, key: str, *, required: bool) -> str:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise ValueError(f"missing required field '{key}'")
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"'{key}' must be a string, got {json.dumps(value)[:80]}")
+    return value
+
+
+def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
+    """Import MATH-style problems; lines with a known `unique_id` update that problem."""
+    name = name or str(path)
+    result = ImportResult()
+    with transaction.atomic():
+        for number, obj in read_jsonl(path=path, name=name):
+            result.lines += 1
+            try:
+                text = _string(obj, "problem", required=True)
+                if not text.strip():
+                    raise ValueError("'problem' is empty")
+                values = {
+                    "text": text,
+                    "answer": _string(obj, "answer", required=True),
+                    "solution": _string(obj, "solution", required=False),
+                    "subject": _string(obj, "subject", required=False),
+                    "level": _problem_level(obj.get("level")),
+                    "split": _string(obj, "split", required=False),
+                }
+                unique_id = _string(obj, "unique_id", required=False) or None
+            except ValueError as exc:
+                raise _fail(name, number, str(exc)) from None
+            problem = (
+                Problem.objects.filter(unique_id=unique_id).first() if unique_id else None
+            ) or Problem.objects.filter(text_hash=text_digest(text)).first()
+            if problem is None:
+                Problem.objects.create(unique_id=unique_id, **values)
+                result.created += 1
+                continue
+            if unique_id and problem.unique_id not in (None, unique_id):
+                raise _fail(
+                    name, number, f"this problem text is already imported as '{problem.unique_id}'"
+                )
+            if (
+                unique_id
+                and Problem.objects.exclude(pk=problem.pk)
+                .filter(text_hash=text_digest(text))
+                .exists()
+            ):
+                raise _fail(name, number, "another problem already has this text")
+            updates = {k: v for k, v in values.items() if getattr(problem, k) != v}
+            if unique_id and problem.unique_id is None:
+                updates["unique_id"] = unique_id
+            if not updates:
+                result.unchanged += 1
+                continue
+            for key, value in updates.items():
+                setattr(problem, key, value)
+            problem.save()
+            result.updated += 1
+            if "answer" in updates:
+                regrade_solutions(problem_ids=[problem.pk])
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Solutions
+
+SOLUTION_KEYS = {"unique_id", "problem", "steps", "answer", "source", "score"}
+
+
+def _steps(value: Any) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise ValueError("'steps' must be a non-empty list of strings")
+    for i, step in enumerate(value):
+        if not isinstance(step, str):
+            raise ValueError(f"'steps[{i}]' must be a string, got {json.dumps(step)[:80]}")
+    return value
+
+
+def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
+    """Import candidate solutions to label, graded against their problem on the way in.
+
+    A solution already present (same problem, steps and answer) is left as it is.
+    """
+    name = name or str(path)
+    result = ImportResult()
+    with transaction.atomic():
+        for batch in _batched(read_jsonl(path=path, name=name), BATCH_SIZE):
+            parsed = []
+            for number, obj in batch:
+                result.lines += 1
+                try:
+                    unique_id = _string(obj, "unique_id", required=False)
+                    text = _string(obj, "problem", required=False)
+                    if not unique_id and not text:
+                        raise ValueError("needs 'unique_id' or 'problem' to name its problem")
+                    steps = _steps(obj.get("steps"))
+                    answer = _string(obj, "answer", required=False) or prm800k.extract_answer(steps)
+                    score = obj.get("score")
+                    if score is not None and (
+                        isinstance(score, bool) or not isinstance(score, int | float)
+                    ):
+                        raise ValueError(f"'score' must be a number, got {json.dumps(score)}")
+                    source = _string(obj, "source", required=False)
+                except ValueError as exc:
+                    raise _fail(name, number, str(exc)) from None
+                meta = {k: v for k, v in obj.items() if k not in SOLUTION_KEYS}
+                parsed.append((number, unique_id, text, steps, answer, source, score, meta))
+
+            by_uid = Problem.objects.in_bulk({p[1] for p in parsed if p[1]}, field_name="unique_id")
+            by_hash = Problem.objects.in_bulk(
+                {text_digest(p[2]) for p in parsed if p[2] and not p[1]}, field_name="text_hash"
+            )
+            candidates: dict[tuple[int, str], Solution] = {}
+            for number, unique_id, text, steps, answer, source, score, meta in parsed:
+                problem = by_uid.get(unique_id) if unique_id else by_hash.get(text_digest(text))
+                if problem is None:
+                    what = f"unique_id '{unique_id}'" if unique_id else "that problem text"
+                    raise _fail(name, number, f"no problem with {what}; import problems first")
+                digest = solution_digest(steps=steps, answer=answer)
+                candidates.setdefault(
+                    (problem.pk, digest),
+                    Solution(
+                        problem=problem,
+                        steps=steps,
+                        answer=answer,
+                        content_hash=digest,
+                        is_correct=grade_answer(answer, problem.answer),
+                        source=source,
+                        source_score=float(score) if score is not None else None,
+                        meta=meta,
+                    ),
+                )
+            existing = set(
+                Solution.objects.filter(
+                    problem_id__in={k[0] for k in candidates},
+                    content_hash__in={k[1] for k in candidates},
+                ).values_list("problem_id", "content_hash")
+            )
+            new = [s for key, s in candidates.items() if key not in existing]
+            Solution.objects.bulk_create(new)
+            result.created += len(new)
+            result.unchanged += len(batch) - len(new)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# PRM800K labels
+
+
+def _without(obj: dict, *keys: str) -> dict:
+    return {k: v for k, v in obj.items() if k not in keys}
+
+
+def _compact(parts: dict) -> dict:
+    return {k: v for k, v in parts.items() if v}
+
+
+def _resolve_problems(records: list[prm800k.ParsedRecord]) -> dict[str, Problem]:
+    wanted = {text_digest(r.problem): r for r in records}
+    found = Problem.objects.in_bulk(list(wanted), field_name="text_hash")
+    missing = [
+        Problem(
+            text=r.problem,
+            text_hash=digest,
+            answer=r.ground_truth_answer,
+            solution=r.ground_truth_solution,
+        )
+        for digest, r in wanted.items()
+        if digest not in found
+    ]
+    Problem.objects.bulk_create(missing)
+    found.update({p.text_hash: p for p in missing})
+    return found
+
+
+def _resolve_generations(numbers: set[int]) -> dict[int, Generation]:
+    found = Generation.objects.in_bulk(numbers, field_name="number")
+    for number in numbers - found.keys():
+        found[number] = Generation.objects.create(number=number)
+    return found
+
+
+def _resolve_solutions(
+    records: list[prm800k.ParsedRecord],
+    problems: dict[str, Problem],
+    generations: dict[int, Generation],
+) -> dict[tuple[int, str], Solution]:
+    keyed: dict[tuple[int, str], prm800k.ParsedRecord] = {}
+    for r in records:
+        keyed.setdefault((problems[text_digest(r.problem)].pk, _solution_key(r)), r)
+    found = {
+        (s.problem_id, s.content_hash): s
+        for s in Solution.objects.filter(
+            problem_id__in={k[0] for k in keyed}, content_hash__in={k[1] for k in keyed}
+        )
+    }
+    missing = []
+    for key, r in keyed.items():
+        if key in found:
+            continue
+        problem = problems[text_digest(r.problem)]
+        solution = Solution(
+            problem=problem,
+            steps=r.steps,
+            answer=r.answer,
+            content_hash=key[1],
+            is_correct=grade_answer(r.answer, problem.answer),
+            source="prm800k-phase1" if r.is_phase1 else "prm800k",
+            source_score=r.source_score,
+            generation=generations.get(r.generation) if r.generation is not None else None,
+        )
+        missing.append(solution)
+        found[key] = solution
+    Solution.objects.bulk_create(missing)
+    # A solution served as quality control or screening in any line keeps that flag.
+    for flag in ("is_quality_control", "is_screening"):
+        ids = {
+            found[(problems[text_digest(r.problem)].pk, _solution_key(r))].pk
+            for r in records
+            if getattr(r, flag)
+        }
+        if ids:
+            Solution.objects.filter(pk__in=ids).update(**{flag: True})
+    return found
+
+
+def _solution_key(record: prm800k.ParsedRecord) -> str:
+    return solution_digest(steps=record.steps, answer=record.answer)
+
+
+def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
+    """Import PRM800K label lines (phase 1 or 2): problems, solutions, labelers, sessions."""
+    name = name or str(path)
+    result = ImportResult(details={"sessions": 0, "ratings": 0})
+    imported_at = timezone.now()
+    with transaction.atomic():
+        for batch in _batched(read_jsonl(path=path, name=name), BATCH_SIZE):
+            records = []
+            for number, obj in batch:
+                try:
+                    records.append(prm800k.parse_record(obj))
+                except prm800k.InvalidRecord as exc:
+                    raise _fail(name, number, str(exc)) from None
+            result.lines += len(records)
+            _store_records(records, imported_at=imported_at, result=result)
+    result.created = result.details["sessions"]
+    return result
+
+
+def _store_records(
+    records: list[prm800k.ParsedRecord], *, imported_at: datetime, result: ImportResult
+) -> None:
+    labelers = _labelers_by_uuid({r.labeler for r in records})
+    generations = _resolve_generations({r.generation for r in records if r.generation is not None})
+    problems = _resolve_problems(records)
+    solutions = _resolve_solutions(records, problems, generations)
+
+    sessions = []
+    for r in records:
+        problem = problems[text_digest(r.problem)]
+        solution = solutions[(problem.pk, _solution_key(r))]
+        generation = generations.get(r.generation) if r.generation is not None else None
+        session = LabelingSession(
+            labeler=labelers[r.labeler],
+            solution=solution,
+            generation=generation,
+            is_quality_control=r.is_quality_control,
+            is_screening=r.is_screening,
+            submitted_at=r.timestamp or imported_at,
+            total_time=r.total_time,
+            finish_reason=r.finish_reason,
+        )
+        top = prm800k.modelled_top(
+            labeler=r.labeler,
+            submitted_at=session.submitted_at,
+            generation=r.generation,
+            is_quality_control=r.is_quality_control,
+            is_screening=r.is_screening,
+        )
+        session.extra = _compact(
+            {
+                "record": prm800k.remainder(_without(r.raw, "question", "label"), top),
+                "question": prm800k.remainder(
+                    r.raw["question"], modelled_question(problem=problem, solution=solution)
+                ),
+                "label": prm800k.remainder(
+                    _without(r.raw["label"], "steps"),
+                    prm800k.modelled_label(total_time=r.total_time, finish_reason=r.finish_reason),
+                ),
+            }
+        )
+        sessions.append(session)
+    LabelingSession.objects.bulk_create(sessions)
+
+    step_labels = []
+    pending_ratings = []
+    for session, r in zip(sessions, records, strict=True):
+        for index, step in enumerate(r.label_steps):
+            step_label = StepLabel(
+                session=session,
+                index=index,
+                chosen_completion=step.chosen_completion,
+                human_completion=step.human_completion,
+            )
+            step_label.extra = prm800k.remainder(
+                _without(step.raw, "completions"),
+                prm800k.modelled_step(
+                    human_completion=step.human_completion,
+                    chosen_completion=step.chosen_completion,
+                ),
+            )
+            step_labels.append(step_label)
+            pending_ratings.append((step_label, step.completions))
+    StepLabel.objects.bulk_create(step_labels)
+
+    ratings = []
+    for step_label, completions in pending_ratings:
+        for index, completion in enumerate(completions):
+            ratings.append(
+                StepRating(
+                    step=step_label,
+                    completion_index=index,
+                    text=completion.text,
+                    rating=completion.rating,
+                    flagged=completion.flagged,
+                    extra=prm800k.remainder(
+                        completion.raw,
+                        prm800k.modelled_completion(
+                            text=completion.text,
+                            rating=completion.rating,
+                            flagged=completion.flagged,
+                        ),
+                    ),
+                )
+            )
+    for chunk in _batched(ratings, 5000):
+        StepRating.objects.bulk_create(chunk)
+    result.details["sessions"] += len(sessions)
+    result.details["ratings"] += len(ratings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Demo data
+
+DEMO_DIR = Path(__file__).resolve().parent / "demo"
+# Demo credentials are public on purpose: they exist only on installs seeded with demo data.
+DEMO_ACCOUNTS = (
+    ("admin", "admin-demo", "admin"),
+    ("researcher", "researcher-demo", "researcher"),
+    ("annotator", "annotator-demo", "annotator"),
+    ("annotator2", "annotator2-demo", "annotator"),
+)
+
+
+def create_demo_accounts() -> list[tuple[str, str, str]]:
+    """Create (or reset) one account per role; return (username, password, role) triples."""
+    user_model = get_user_model()
+    for username, password, role in DEMO_ACCOUNTS:
+        user, _ = user_model.objects.get_or_create(username=username)
+        user.set_password(password)
+        user.is_staff = role == "admin"
+        user.is_superuser = role == "admin"
+        user.is_active = True
+        user.save()
+        user.groups.set([Group.objects.get(name=role)])
+        get_or_create_labeler(user=user)
+    return list(DEMO_ACCOUNTS)
+
+
+def seed_demo() -> dict[str, ImportResult]:
+    """Load the shipped demo problems and solutions; idempotent."""
+    with transaction.atomic():
+        return {
+            "problems": import_problems(path=DEMO_DIR / "problems.jsonl", name="problems.jsonl"),
+            "solutions": import_solutions(
+                path=DEMO_DIR / "solutions.jsonl", name="solutions.jsonl"
+            ),
+        }

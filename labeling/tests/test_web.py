@@ -1,0 +1,115 @@
+"""The pages of the foundation: login, the problem list, and the admin's export download."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils.html import escape
+
+from labeling.models import LabelingSession, Problem, Solution
+from labeling.services import DEMO_ACCOUNTS
+
+pytestmark = pytest.mark.django_db
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def demo():
+    call_command("seed_demo", stdout=io.StringIO())
+
+
+def login(client, role: str) -> None:
+    username, password, _ = next(a for a in DEMO_ACCOUNTS if a[2] == role)
+    assert client.login(username=username, password=password)
+
+
+def test_seed_demo_loads_varied_problems_and_solutions_idempotently(demo):
+    problems = Problem.objects.all()
+    assert problems.count() >= 40
+    assert len(set(problems.values_list("subject", flat=True))) >= 5
+    assert len(set(problems.values_list("level", flat=True))) >= 4
+    for problem in problems:
+        solutions = list(problem.solutions.all())
+        assert len(solutions) >= 3, problem
+        assert any(s.is_correct for s in solutions), problem
+        assert any(not s.is_correct for s in solutions), problem
+    # Some solutions contain a wrong step yet reach the right answer.
+    right_answer_wrong_step = [
+        s for s in Solution.objects.filter(is_correct=True) if -1 in s.meta.get("gold_ratings", [])
+    ]
+    assert len(right_answer_wrong_step) >= 10
+    # The grader agrees with the demo's own account of which answers are right.
+    for s in Solution.objects.all():
+        assert s.is_correct == (s.meta["kind"] != "wrong_answer"), (s.answer, s.problem.answer)
+
+    before = (Problem.objects.count(), Solution.objects.count())
+    call_command("seed_demo", stdout=io.StringIO())
+    assert (Problem.objects.count(), Solution.objects.count()) == before
+
+
+def test_seed_demo_prints_working_credentials(client):
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+    for username, password, role in DEMO_ACCOUNTS:
+        assert f"{username} / {password}" in out.getvalue()
+        assert client.login(username=username, password=password), role
+
+
+def test_anonymous_users_are_sent_to_login(client):
+    response = client.get(reverse("problem-list"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_problem_list_shows_the_demo_problems_escaped(client, demo):
+    Problem.objects.create(text="<script>alert(1)</script> What is 2+2?", answer="4")
+    login(client, "annotator")
+    page = client.get(reverse("problem-list")).content.decode()
+    for problem in Problem.objects.all():
+        assert escape(problem.text[:60]) in page, problem
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<script>alert(1)" not in page
+
+
+def test_admin_downloads_the_export_as_a_streamed_file_with_filters(client, demo):
+    call_command("import_prm800k", str(FIXTURES / "prm800k_phase2.jsonl"), stdout=io.StringIO())
+    lines = [json.loads(x) for x in (FIXTURES / "prm800k_phase2.jsonl").read_text().splitlines()]
+    login(client, "admin")
+
+    assert client.get(reverse("export-labels")).status_code == 200
+    response = client.get(reverse("export-labels"), {"download": "1", "include_qc": "on"})
+    assert response.status_code == 200 and response.streaming
+    assert response["Content-Disposition"].startswith("attachment; filename=")
+    body = b"".join(response.streaming_content).decode()
+    assert [json.loads(x) for x in body.splitlines()] == lines
+
+    # An unticked checkbox is absent from the query: QC sessions are left out.
+    response = client.get(reverse("export-labels"), {"download": "1"})
+    exported = [json.loads(x) for x in b"".join(response.streaming_content).splitlines()]
+    assert exported == [o for o in lines if not o["is_quality_control_question"]]
+
+    response = client.get(reverse("export-labels"), {"download": "1", "labeler": "bob"})
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("role", ["annotator", "researcher"])
+def test_only_admins_may_export(client, demo, role):
+    login(client, role)
+    assert client.get(reverse("export-labels")).status_code == 403
+    assert client.get(reverse("export-labels"), {"download": "1"}).status_code == 403
+
+
+def test_admin_action_exports_the_selected_sessions(client, demo):
+    call_command("import_prm800k", str(FIXTURES / "prm800k_phase2.jsonl"), stdout=io.StringIO())
+    chosen = list(LabelingSession.objects.order_by("id").values_list("id", flat=True)[:2])
+    login(client, "admin")
+    response = client.post(
+        reverse("admin:labeling_labelingsession_changelist"),
+        {"action": "export_prm800k", "_selected_action": chosen},
+    )
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content).decode()
+    assert len(body.splitlines()) == 2
