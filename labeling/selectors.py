@@ -9,11 +9,13 @@ from datetime import datetime
 from typing import TextIO
 
 from django.db.models import Count, QuerySet
+from tqdm import tqdm
 
 from labeling import prm800k
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
 
 EXPORT_CHUNK = 1000
+PROGRESS_MIN_LINES = 2000
 
 
 @dataclass(frozen=True)
@@ -143,10 +145,24 @@ def json_line(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-def write_prm800k(*, out: TextIO, filters: ExportFilters) -> int:
-    """Write the export as JSONL to `out`; return the number of lines."""
+def write_prm800k(*, out: TextIO, filters: ExportFilters, progress: TextIO | None = None) -> int:
+    """Write the export as JSONL to `out`; return the number of lines.
+
+    With `progress` (a stream such as stderr), large exports show a progress bar there.
+    """
+    records = iter_prm800k_records(filters=filters)
+    if progress is not None:
+        total = submitted_sessions(filters=filters).count()
+        records = tqdm(
+            records,
+            total=total,
+            desc="exporting",
+            unit=" lines",
+            file=progress,
+            disable=total < PROGRESS_MIN_LINES,
+        )
     count = 0
-    for record in iter_prm800k_records(filters=filters):
+    for record in records:
         out.write(json_line(record))
         count += 1
     return count

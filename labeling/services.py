@@ -34,10 +34,9 @@ from labeling.models import (
     solution_digest,
     text_digest,
 )
-from labeling.selectors import modelled_question
+from labeling.selectors import PROGRESS_MIN_LINES, modelled_question
 
 BATCH_SIZE = 1000
-PROGRESS_MIN_LINES = 2000
 
 
 class ImportFailed(Exception):

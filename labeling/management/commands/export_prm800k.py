@@ -43,8 +43,8 @@ class Command(BaseCommand):
             include_qc=include_qc,
         )
         if out == "-":
-            count = write_prm800k(out=sys.stdout, filters=filters)
+            count = write_prm800k(out=self.stdout, filters=filters, progress=sys.stderr)
         else:
             with open(out, "w", encoding="utf-8") as f:
-                count = write_prm800k(out=f, filters=filters)
+                count = write_prm800k(out=f, filters=filters, progress=sys.stderr)
         self.stderr.write(f"exported {count} lines")

@@ -1,0 +1,459 @@
+"""Benchmark: PRM800K import and export at full scale, on a throwaway database.
+
+    python bench/export.py [--solutions N] [--steps-per-solution K]
+
+Generates a synthetic PRM800K phase-2 file of N labeled solutions (default 100,000 lines of
+about 10 rated steps each, ~1,000,000 step ratings: the size of PRM800K), imports it with
+`import_prm800k`, exports it with `write_prm800k`, and compares the export with plain
+`json.dumps` of the same objects. Import and export each run in a fresh subprocess
+(`--phase import|export`), so that each one's peak RSS is its own and not the generator's
+or the other phase's.
+
+The database is never the developer's: with a PostgreSQL `DATABASE_URL` the benchmark
+creates (and afterwards drops) a database named `stepwise_bench` on that server; otherwise
+it uses a SQLite file in a temporary directory. Exits non-zero when a target is missed:
+the full export must take under 60 s and no phase may peak above 300 MB RSS.
+"""
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+BENCH_DB = "stepwise_bench"
+SEED = 800_000
+EXPORT_TARGET_S = 60.0
+RSS_TARGET_MB = 300.0
+SAMPLE_LINES = 200
+
+
+# ---------------------------------------------------------------------------------------------
+# Django and the throwaway database
+
+
+def setup_django(database_url: str) -> None:
+    # The URL must be in the environment before settings are read, i.e. before setup().
+    os.environ["DATABASE_URL"] = database_url
+    # DEBUG keeps every SQL query in memory, which would inflate both time and RSS; the
+    # benchmark measures production behaviour whatever the developer's shell says.
+    os.environ["DEBUG"] = "false"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "annotate.settings")
+    import django
+
+    django.setup()
+
+
+def is_postgres(url: str) -> bool:
+    return urlsplit(url).scheme in {"postgres", "postgresql", "pgsql", "postgis"}
+
+
+def create_postgres_database(server_url: str) -> str:
+    """Create an empty `stepwise_bench` beside the configured database; return its URL."""
+    import psycopg2
+
+    # libpq understands postgres:// URIs itself, so the developer's URL is used as is.
+    conn = psycopg2.connect(server_url)
+    conn.autocommit = True  # CREATE/DROP DATABASE cannot run inside a transaction
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+            cur.execute(f"CREATE DATABASE {BENCH_DB}")
+    finally:
+        conn.close()
+    return urlsplit(server_url)._replace(path=f"/{BENCH_DB}").geturl()
+
+
+def drop_postgres_database(server_url: str) -> None:
+    import psycopg2
+
+    conn = psycopg2.connect(server_url)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic PRM800K data
+
+# Words and LaTeX fragments of the kind PRM800K steps are made of; a few non-ASCII
+# characters make the exporter's ensure_ascii=False path do real work.
+PASSAGE = (
+    "Let $x$ be the number of so we have Then the equation becomes which simplifies to "
+    "Since $n$ is an integer, this means that the sum of the roots is equal to By Vieta's "
+    "formulas, $a+b=-\\frac{b}{a}$ and $ab=\\frac{c}{a}$. Substituting into the first "
+    "equation gives $2x^2-5x+3=0$, so $(2x-3)(x-1)=0$. The area of the triangle is "
+    "$\\frac{1}{2}bh$ where $h=\\sqrt{3}$ and the circle has radius $r=4$, so π r² = 16π. "
+    "I need to find the remainder when $7^{100}$ is divided by $13$. Notice that "
+    "$\\binom{10}{3}=120$ and $3 × 40 = 120$, hence the probability is $\\frac{3}{8}$. "
+    "We know $\\sin^2\\theta+\\cos^2\\theta=1$, therefore $\\cos\\theta=\\pm\\frac{4}{5}$ ≤ 1. "
+    "This is a geometric series with first term $a$ and common ratio $r$, so the sum is "
+    "$\\frac{a}{1-r}$. Adding the two equations, I get $3y = 12$ and $y = 4$."
+)
+VOCABULARY = PASSAGE.split()
+# MATH-like final answers: mostly integers, then fractions, radicals and the odd tuple,
+# interval, polynomial or multiple-choice letter. Their variety matters: the importer grades
+# each distinct (answer, ground truth) pair, and a tiny answer pool would hide that cost.
+ANSWER_KINDS = {
+    "integer": (55, lambda r: str(r.choice((r.randint(0, 20), r.randint(-50, 5000))))),
+    "fraction": (14, lambda r: f"\\frac{{{r.randint(1, 30)}}}{{{r.randint(31, 99)}}}"),
+    "radical": (8, lambda r: f"{r.randint(2, 12)}\\sqrt{{{r.choice((2, 3, 5, 6, 7))}}}"),
+    "pi": (4, lambda r: f"{r.randint(2, 64)}\\pi"),
+    "decimal": (5, lambda r: f"{r.randint(0, 99)}.{r.randint(1, 99)}"),
+    "tuple": (4, lambda r: f"({r.randint(-9, 9)}, {r.randint(-9, 9)})"),
+    "interval": (3, lambda r: f"[{r.randint(-9, 0)}, {r.randint(1, 9)})"),
+    "polynomial": (4, lambda r: f"x^2+{r.randint(1, 9)}x+{r.randint(1, 9)}"),
+    "letter": (3, lambda r: f"\\text{{({r.choice('ABCDE')})}}"),
+}
+
+
+def make_answers(rng: random.Random) -> tuple[str, list[str]]:
+    """A ground truth and the few wrong answers (of the same kind) models tend to give."""
+    weights = [w for w, _ in ANSWER_KINDS.values()]
+    _, make = rng.choices(list(ANSWER_KINDS.values()), weights=weights)[0]
+    truth = make(rng)
+    return truth, [make(rng) for _ in range(3)]
+
+
+class TextSource:
+    """Fast realistic text: slices of one long pre-shuffled string, cut at word starts."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.corpus = " ".join(rng.choices(VOCABULARY, k=200_000))
+
+    def text(self, low: int, high: int) -> str:
+        length = self.rng.randint(low, high)
+        start = self.corpus.find(" ", self.rng.randrange(len(self.corpus) - high - 100)) + 1
+        return self.corpus[start : start + length].strip()
+
+
+def make_problems(rng: random.Random, texts: TextSource, count: int) -> list[dict]:
+    problems = []
+    for i in range(count):
+        answer, wrong = make_answers(rng)
+        problems.append(
+            {
+                # The index keeps problem texts distinct: PRM800K names problems by text.
+                "problem": f"Problem {i}: {texts.text(120, 400)}",
+                "ground_truth_solution": f"{texts.text(300, 900)} The answer is "
+                f"$\\boxed{{{answer}}}$.",
+                "ground_truth_answer": answer,
+                "wrong_answers": wrong,  # not written: kept to draw wrong solutions from
+            }
+        )
+    return problems
+
+
+def make_step(rng: random.Random, texts: TextSource, text: str) -> dict:
+    rating = rng.choices((1, 0, -1), weights=(75, 15, 10))[0]
+    completions = [{"text": text, "rating": rating, "flagged": rng.random() < 0.01 or None}]
+    if rng.random() < 0.03:
+        # A few steps carry rated alternative completions next to the pre-generated one.
+        for _ in range(rng.randint(1, 2)):
+            completions.append(
+                {
+                    "text": texts.text(80, 200),
+                    "rating": rng.choice((1, 0, -1)),
+                    "flagged": None,
+                }
+            )
+    return {
+        "completions": completions,
+        "human_completion": None,
+        "chosen_completion": None if rating == -1 else 0,
+    }
+
+
+def make_line(
+    rng: random.Random,
+    texts: TextSource,
+    *,
+    problem: dict,
+    labeler: str,
+    moment: datetime,
+    steps_per_solution: int,
+) -> dict:
+    truth = problem["ground_truth_answer"]
+    answer = truth if rng.random() < 0.4 else rng.choice(problem["wrong_answers"])
+    count = rng.randint(max(1, steps_per_solution - 4), steps_per_solution + 4)
+    steps = [texts.text(80, 200) for _ in range(count - 1)] + [f"# Answer\n\n{answer}"]
+    label_steps = [make_step(rng, texts, text) for text in steps]
+    has_error = any(s["completions"][0]["rating"] == -1 for s in label_steps)
+    return {
+        "labeler": labeler,
+        "timestamp": moment.replace(microsecond=rng.randint(1, 999_999)).isoformat(),
+        "generation": rng.randint(1, 10),
+        "is_quality_control_question": False,
+        "is_initial_screening_question": False,
+        "question": {
+            "problem": problem["problem"],
+            "ground_truth_solution": problem["ground_truth_solution"],
+            "ground_truth_answer": truth,
+            "pre_generated_steps": steps,
+            "pre_generated_answer": answer,
+            "pre_generated_verifier_score": rng.random(),
+        },
+        "label": {
+            "steps": label_steps,
+            "total_time": rng.randint(20_000, 900_000),
+            "finish_reason": "found_error" if has_error else "solution",
+        },
+    }
+
+
+def generate(path: Path, *, solutions: int, steps_per_solution: int) -> None:
+    rng = random.Random(SEED)
+    texts = TextSource(rng)
+    problems = make_problems(rng, texts, max(1, solutions // 8))
+    labelers = [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(80)]
+    moment = datetime(2022, 8, 1)  # PRM800K timestamps are naive UTC
+    recent: list[dict] = []
+    with path.open("w", encoding="utf-8") as f:
+        for _ in range(solutions):
+            moment += timedelta(seconds=rng.randint(1, 60))
+            labeler = rng.choice(labelers)
+            if recent and rng.random() < 0.02:
+                # Quality-control lines give an already labeled solution to another labeler,
+                # so the importer's "same solution, several sessions" path is exercised.
+                line = dict(rng.choice(recent), labeler=labeler, is_quality_control_question=True)
+                line["timestamp"] = moment.replace(microsecond=rng.randint(1, 999_999)).isoformat()
+            else:
+                line = make_line(
+                    rng,
+                    texts,
+                    problem=rng.choice(problems),
+                    labeler=labeler,
+                    moment=moment,
+                    steps_per_solution=steps_per_solution,
+                )
+                recent = (recent + [line])[-50:]
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Phases run in their own process, so that ru_maxrss is the phase's own peak
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def phase_import(path: Path) -> dict:
+    from labeling import services
+
+    # Answer grading (math-verify, sympy) costs the same on any database; timing it apart
+    # tells how much of the import is grading and how much is storing.
+    graded = {"seconds": 0.0, "calls": 0}
+    grade_answer = services.grade_answer
+
+    def timed_grade_answer(answer: str, ground_truth: str) -> bool:
+        start = time.perf_counter()
+        try:
+            return grade_answer(answer, ground_truth)
+        finally:
+            graded["seconds"] += time.perf_counter() - start
+            graded["calls"] += 1
+
+    services.grade_answer = timed_grade_answer
+    baseline = peak_rss_mb()
+    start = time.perf_counter()
+    result = services.import_prm800k(path=path, name=path.name)
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "lines": result.lines,
+        "ratings": result.details["ratings"],
+        "grading_seconds": graded["seconds"],
+        "distinct_graded": grade_answer.cache_info().misses,
+        "baseline_mb": baseline,
+        "peak_mb": peak_rss_mb(),
+    }
+
+
+def phase_export(path: Path) -> dict:
+    from labeling.selectors import ExportFilters, write_prm800k
+
+    baseline = peak_rss_mb()
+    start = time.perf_counter()
+    with path.open("w", encoding="utf-8") as out:
+        lines = write_prm800k(out=out, filters=ExportFilters())
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "lines": lines, "baseline_mb": baseline, "peak_mb": peak_rss_mb()}
+
+
+def run_phase(phase: str, *, db: str, file: Path) -> dict:
+    """Run one phase in a fresh interpreter; its last stdout line is the JSON result."""
+    command = [sys.executable, __file__, "--phase", phase, "--db", db, "--file", str(file)]
+    done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# The peer and the correctness check
+
+
+def time_json_dumps(source: Path, out_path: Path) -> float:
+    """Seconds to write the same objects with json.dumps alone, as the exporter formats them."""
+    with source.open(encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    start = time.perf_counter()
+    with out_path.open("w", encoding="utf-8") as out:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return time.perf_counter() - start
+
+
+def canonical(line: str) -> str:
+    # Compare as sorted JSON text, not with ==, which would take 1, 1.0 and true as equal.
+    return json.dumps(json.loads(line), sort_keys=True)
+
+
+def check_round_trip(source: Path, exported: Path, lines: int) -> tuple[int, int, int]:
+    """(exported line count, sampled lines, sampled lines equal to their input line)."""
+    with exported.open(encoding="utf-8") as f:
+        count = sum(1 for _ in f)
+    # Sessions are exported in primary-key order, which is the order they were imported in,
+    # so line i of the export must be line i of the input.
+    sample = set(random.Random(SEED).sample(range(lines), min(SAMPLE_LINES, lines)))
+    equal = 0
+    with source.open(encoding="utf-8") as a, exported.open(encoding="utf-8") as b:
+        for i, (want, got) in enumerate(zip(a, b, strict=False)):
+            if i in sample and canonical(want) == canonical(got):
+                equal += 1
+    return count, len(sample), equal
+
+
+# ---------------------------------------------------------------------------------------------
+# Orchestration
+
+
+def rate(lines: int, seconds: float) -> str:
+    return f"{lines / seconds:,.0f}" if seconds else "-"
+
+
+def report(*, lines: int, imp: dict, exp: dict, dumps_s: float, check, backend: str) -> bool:
+    exported, sampled, equal = check
+    ratio = exp["seconds"] / dumps_s
+    checks = [
+        (f"full export under {EXPORT_TARGET_S:.0f} s", exp["seconds"] < EXPORT_TARGET_S),
+        (
+            f"RSS under {RSS_TARGET_MB:.0f} MB (import and export)",
+            max(imp["peak_mb"], exp["peak_mb"]) < RSS_TARGET_MB,
+        ),
+        (f"export has {lines:,} lines", exported == lines),
+        (f"{sampled} sampled lines equal their input", equal == sampled),
+    ]
+    rows = [
+        ("phase", "seconds", "lines/s", "peak RSS MB", "baseline MB"),
+        (
+            "import",
+            f"{imp['seconds']:.1f}",
+            rate(lines, imp["seconds"]),
+            f"{imp['peak_mb']:.0f}",
+            f"{imp['baseline_mb']:.0f}",
+        ),
+        (
+            "export",
+            f"{exp['seconds']:.1f}",
+            rate(lines, exp["seconds"]),
+            f"{exp['peak_mb']:.0f}",
+            f"{exp['baseline_mb']:.0f}",
+        ),
+        ("json.dumps", f"{dumps_s:.1f}", rate(lines, dumps_s), "", ""),
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    print(f"\nstepwise export benchmark ({backend})")
+    print(f"lines {lines:,}   step ratings {imp['ratings']:,}")
+    for row in rows:
+        print(
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    print(
+        f"import: {imp['grading_seconds']:.1f} s of it grading answers "
+        f"({imp['distinct_graded']:,} distinct answer/truth pairs)"
+    )
+    print(f"export / json.dumps: {ratio:.1f}x")
+    print("(baseline: the phase process's RSS after django.setup(), before its work)")
+    for name, ok in checks:
+        print(f"[{'ok' if ok else 'FAIL'}] {name}")
+    return all(ok for _, ok in checks)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--solutions", type=int, default=100_000, help="lines (sessions)")
+    parser.add_argument(
+        "--steps-per-solution", type=int, default=10, help="mean steps; each varies by ±4"
+    )
+    parser.add_argument("--phase", choices=("import", "export"), help=argparse.SUPPRESS)
+    parser.add_argument("--db", help=argparse.SUPPRESS)
+    parser.add_argument("--file", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.phase:
+        setup_django(args.db)
+        result = (phase_import if args.phase == "import" else phase_export)(args.file)
+        print(json.dumps(result))
+        return 0
+
+    server_url = os.environ.get("DATABASE_URL", "")
+    postgres = is_postgres(server_url)
+    with tempfile.TemporaryDirectory(prefix="stepwise-bench-") as tmp:
+        tmpdir = Path(tmp)
+        db = (
+            create_postgres_database(server_url)
+            if postgres
+            else (f"sqlite:///{tmpdir / 'bench.sqlite3'}")
+        )
+        try:
+            setup_django(db)
+            from django.core.management import call_command
+            from django.db import connections
+
+            call_command("migrate", verbosity=0, interactive=False)
+            # The phases open their own connections; SQLite must not see a second writer.
+            connections.close_all()
+
+            source, exported = tmpdir / "input.jsonl", tmpdir / "export.jsonl"
+            print(f"generating {args.solutions:,} lines ...", file=sys.stderr)
+            generate(source, solutions=args.solutions, steps_per_solution=args.steps_per_solution)
+            print("importing ...", file=sys.stderr)
+            imp = run_phase("import", db=db, file=source)
+            print("exporting ...", file=sys.stderr)
+            exp = run_phase("export", db=db, file=exported)
+            print("json.dumps peer and round-trip check ...", file=sys.stderr)
+            dumps_s = time_json_dumps(source, tmpdir / "dumps.jsonl")
+            check = check_round_trip(source, exported, args.solutions)
+        finally:
+            if postgres:
+                from django.db import connections
+
+                connections.close_all()  # DROP DATABASE refuses while we are connected
+                drop_postgres_database(server_url)
+    backend = "PostgreSQL" if postgres else "SQLite"
+    ok = report(
+        lines=args.solutions, imp=imp, exp=exp, dumps_s=dumps_s, check=check, backend=backend
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
