@@ -161,7 +161,10 @@ def _parse_completion(raw: Any, where: str) -> ParsedCompletion:
 
 def _parse_step(raw: Any, where: str) -> ParsedStep:
     raw = _dict(raw, where)
-    completions = _typed(_require(raw, "completions", f"{where}."), (list,), f"{where}.completions")
+    # Phase 1 has steps whose completions are null; the step label keeps that for export.
+    completions = (
+        _typed(raw.get("completions"), (list,), f"{where}.completions", nullable=True) or []
+    )
     chosen = _typed(
         raw.get("chosen_completion"), (int,), f"{where}.chosen_completion", nullable=True
     )

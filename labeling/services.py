@@ -475,13 +475,14 @@ def _store_records(
                 chosen_completion=step.chosen_completion,
                 human_completion=step.human_completion,
             )
-            step_label.extra = prm800k.remainder(
-                _without(step.raw, "completions"),
+            modelled = {"completions": [c.raw for c in step.completions]}
+            modelled.update(
                 prm800k.modelled_step(
                     human_completion=step.human_completion,
                     chosen_completion=step.chosen_completion,
-                ),
+                )
             )
+            step_label.extra = prm800k.remainder(step.raw, modelled)
             step_labels.append(step_label)
             pending_ratings.append((step_label, step.completions))
     StepLabel.objects.bulk_create(step_labels)

@@ -21,7 +21,12 @@ from labeling.models import (
 )
 
 FIXTURES = Path(__file__).parent / "fixtures"
-ROUND_TRIP_FILES = ["prm800k_phase1.jsonl", "prm800k_phase2.jsonl", "prm800k_extra_keys.jsonl"]
+ROUND_TRIP_FILES = [
+    "prm800k_phase1.jsonl",
+    "prm800k_phase1_null_step.jsonl",
+    "prm800k_phase2.jsonl",
+    "prm800k_extra_keys.jsonl",
+]
 pytestmark = pytest.mark.django_db
 
 
