@@ -22,7 +22,7 @@ run: migrate
 	@echo
 	@echo "stepwise is starting at http://127.0.0.1:$(PORT)/  (Ctrl-C stops web, worker and beat)"
 	@echo
-	$(BIN)/honcho start --port $(PORT)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start --port $(PORT)
 
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -165,4 +165,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    # math-verify warns once per process that its signal timeouts are off; they are off on
+    # purpose (signals fail outside the main thread), see labeling/grading.py.
+    "loggers": {"math_verify": {"level": "ERROR"}},
 }
