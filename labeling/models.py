@@ -82,6 +82,7 @@ class Solution(models.Model):
     )
     is_quality_control = models.BooleanField(default=False)
     is_screening = models.BooleanField(default=False)
+    priority = models.FloatField(default=0.0, help_text="Higher is served first.")
     meta = models.JSONField(default=dict, blank=True, help_text="Import keys not modelled.")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -132,8 +133,12 @@ class LabelingSession(models.Model):
     )
     is_quality_control = models.BooleanField(default=False)
     is_screening = models.BooleanField(default=False)
+    queue = models.CharField(max_length=16, blank=True, help_text="Why it was served.")
     started_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_activity_at = models.DateTimeField(null=True, blank=True)
+    # Set when the lease ran out and the solution went to another labeler.
+    abandoned_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True, db_index=True)
     total_time = models.BigIntegerField(null=True, blank=True, help_text="Milliseconds.")
     finish_reason = models.CharField(max_length=16, choices=FinishReason.choices, blank=True)
@@ -147,8 +152,19 @@ class LabelingSession(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["labeler", "solution"],
-                condition=Q(submitted_at__isnull=True),
+                condition=Q(submitted_at__isnull=True, abandoned_at__isnull=True),
                 name="one_open_session_per_labeler_and_solution",
+            ),
+            # A solution outside QC and screening is held by at most one labeler at a time.
+            models.UniqueConstraint(
+                fields=["solution"],
+                condition=Q(
+                    submitted_at__isnull=True,
+                    abandoned_at__isnull=True,
+                    is_quality_control=False,
+                    is_screening=False,
+                ),
+                name="one_labeler_holds_a_shared_solution",
             ),
         ]
 
@@ -158,6 +174,10 @@ class LabelingSession(models.Model):
     @property
     def is_submitted(self) -> bool:
         return self.submitted_at is not None
+
+    @property
+    def is_open(self) -> bool:
+        return self.submitted_at is None and self.abandoned_at is None
 
 
 class StepLabel(models.Model):

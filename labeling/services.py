@@ -10,14 +10,15 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 from tqdm import tqdm
 
@@ -550,3 +551,231 @@ def seed_demo() -> dict[str, ImportResult]:
                 path=DEMO_DIR / "solutions.jsonl", name="solutions.jsonl"
             ),
         }
+
+
+# ---------------------------------------------------------------------------------------------
+# Assignment, rating and submission (the annotator's workbench)
+
+LEASE = timedelta(minutes=30)
+# Gaps between a labeler's actions longer than this count as idle, not as time on task.
+IDLE_GAP = timedelta(minutes=3)
+
+
+class LabelingRefused(Exception):
+    """A labeling request that cannot be applied; the message says why."""
+
+
+class NotYourSession(LabelingRefused):
+    """The session belongs to another labeler."""
+
+
+@dataclass
+class Assignment:
+    session: LabelingSession
+    queue: str  # screening, quality_control, generation, leftover or resumed
+
+
+def _current_generation() -> Generation | None:
+    return Generation.objects.filter(number__gte=0).order_by("-number").first()
+
+
+def _open_sessions() -> QuerySet[LabelingSession]:
+    return LabelingSession.objects.filter(submitted_at__isnull=True, abandoned_at__isnull=True)
+
+
+def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solution], bool]]:
+    """Named queues tried in order: (name, candidates, shared by labelers?)."""
+    done_by_me = LabelingSession.objects.filter(
+        labeler=labeler, solution=OuterRef("pk"), submitted_at__isnull=False
+    )
+    available = Solution.objects.filter(problem__is_bad=False).exclude(Exists(done_by_me))
+    held = _open_sessions().filter(solution=OuterRef("pk"), lease_expires_at__gt=now)
+    labeled = LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
+    shared = available.filter(is_quality_control=False, is_screening=False).exclude(
+        Exists(held) | Exists(labeled)
+    )
+    current = _current_generation()
+    queues = [
+        ("screening", available.filter(is_screening=True).order_by("id"), False),
+        (
+            "quality_control",
+            available.filter(is_quality_control=True, is_screening=False)
+            .filter(Q(generation=current) | Q(generation__isnull=True))
+            .order_by("id"),
+            False,
+        ),
+    ]
+    if current is not None:
+        queues.append(
+            ("generation", shared.filter(generation=current).order_by("-priority", "id"), True)
+        )
+    queues.append(
+        ("leftover", shared.order_by(F("generation__number").desc(nulls_last=True), "id"), True)
+    )
+    return queues
+
+
+def _claim(candidates: QuerySet[Solution]) -> Solution | None:
+    # On PostgreSQL this is one SELECT ... FOR UPDATE SKIP LOCKED: concurrent requests skip
+    # each other's rows instead of queueing behind them. SQLite has no row locks; there the
+    # write transaction and the partial unique constraint keep the guarantee.
+    if connection.features.has_select_for_update_skip_locked:
+        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+    return candidates.first()
+
+
+def next_assignment(*, labeler: Labeler, now: datetime | None = None) -> Assignment | None:
+    """Give the labeler their open session, or assign the next solution with a lease."""
+    now = now or timezone.now()
+    if not labeler.user.is_active:
+        raise LabelingRefused("This labeler is deactivated.")
+    mine = _open_sessions().filter(labeler=labeler).select_related("solution").first()
+    if mine is not None:
+        mine.lease_expires_at = now + LEASE
+        mine.save(update_fields=["lease_expires_at"])
+        return Assignment(session=mine, queue="resumed")
+    for _attempt in range(5):
+        try:
+            with transaction.atomic():
+                return _assign_from_queues(labeler=labeler, now=now)
+        except IntegrityError:
+            # Another request took the same solution between our read and our insert.
+            continue
+    return None
+
+
+def _assign_from_queues(*, labeler: Labeler, now: datetime) -> Assignment | None:
+    for name, candidates, shared in _queues(labeler, now):
+        solution = _claim(candidates)
+        if solution is None:
+            continue
+        if shared:
+            # A lapsed lease: the solution goes back to the queue and the old session ends.
+            _open_sessions().filter(solution=solution, lease_expires_at__lte=now).update(
+                abandoned_at=now
+            )
+        session = LabelingSession.objects.create(
+            labeler=labeler,
+            solution=solution,
+            generation=solution.generation,
+            is_quality_control=solution.is_quality_control,
+            is_screening=solution.is_screening,
+            queue=name,
+            started_at=now,
+            last_activity_at=now,
+            lease_expires_at=now + LEASE,
+            total_time=0,
+        )
+        return Assignment(session=session, queue=name)
+    return None
+
+
+def _locked_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
+    session = (
+        LabelingSession.objects.select_for_update()
+        .select_related("solution__problem")
+        .filter(pk=session_id)
+        .first()
+    )
+    if session is None:
+        raise LabelingRefused(f"No session {session_id}.")
+    if session.labeler_id != labeler.pk:
+        raise NotYourSession("This session belongs to another labeler.")
+    return session
+
+
+def _touch(session: LabelingSession, now: datetime) -> None:
+    last = session.last_activity_at or session.started_at or now
+    gap = min(max(now - last, timedelta(0)), IDLE_GAP)
+    session.total_time = (session.total_time or 0) + int(gap.total_seconds() * 1000)
+    session.last_activity_at = now
+    session.lease_expires_at = now + LEASE
+
+
+def rated_steps(session: LabelingSession) -> dict[int, int | None]:
+    """Step index -> rating of the solution's own completion, for rated steps."""
+    return dict(
+        StepRating.objects.filter(step__session=session, completion_index=0).values_list(
+            "step__index", "rating"
+        )
+    )
+
+
+def rate_step(
+    *,
+    session_id: int,
+    labeler: Labeler,
+    step_index: int,
+    rating: int,
+    flagged: bool = False,
+    now: datetime | None = None,
+) -> LabelingSession:
+    """Rate (or re-rate) one step. Repeating the same request changes nothing."""
+    now = now or timezone.now()
+    if rating not in prm800k.RATINGS:
+        raise LabelingRefused("A rating is -1, 0 or 1.")
+    with transaction.atomic():
+        session = _locked_session(session_id=session_id, labeler=labeler)
+        if not session.is_open:
+            raise LabelingRefused("This session is already finished.")
+        steps = session.solution.steps
+        rated = rated_steps(session)
+        if not 0 <= step_index < len(steps):
+            raise LabelingRefused(f"Step {step_index} does not exist.")
+        if step_index > len(rated) or any(r == -1 for i, r in rated.items() if i < step_index):
+            raise LabelingRefused(f"Step {step_index} is not reached yet.")
+        step, _ = StepLabel.objects.get_or_create(session=session, index=step_index)
+        step.chosen_completion = None if rating == -1 else 0
+        step.save(update_fields=["chosen_completion"])
+        StepRating.objects.update_or_create(
+            step=step,
+            completion_index=0,
+            defaults={"text": steps[step_index], "rating": rating, "flagged": flagged},
+        )
+        if rating == -1:
+            # Labels stop at the first error: steps after it are no longer part of the label.
+            StepLabel.objects.filter(session=session, index__gt=step_index).delete()
+        _touch(session, now)
+        session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
+    return session
+
+
+def submit_session(
+    *,
+    session_id: int,
+    labeler: Labeler,
+    finish_reason: str,
+    reason_text: str = "",
+    now: datetime | None = None,
+) -> LabelingSession:
+    """Finish a session. Submitting the same outcome twice is a no-op."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        session = _locked_session(session_id=session_id, labeler=labeler)
+        if session.is_submitted:
+            if session.finish_reason == finish_reason:
+                return session
+            raise LabelingRefused("This session is already finished.")
+        if session.abandoned_at is not None:
+            raise LabelingRefused("This session's lease ran out and it went to someone else.")
+        rated = rated_steps(session)
+        steps = session.solution.steps
+        if finish_reason == "found_error":
+            if -1 not in rated.values():
+                raise LabelingRefused("No step is rated -1.")
+        elif finish_reason == "solution":
+            if len(rated) < len(steps) or -1 in rated.values():
+                raise LabelingRefused("Rate every step first; a -1 step ends with found_error.")
+        elif finish_reason in ("bad_problem", "give_up"):
+            if not reason_text.strip():
+                raise LabelingRefused("Please give a short reason.")
+            if finish_reason == "bad_problem":
+                Problem.objects.filter(pk=session.solution.problem_id).update(is_bad=True)
+        else:
+            raise LabelingRefused(f"Unknown finish reason {finish_reason!r}.")
+        _touch(session, now)
+        session.finish_reason = finish_reason
+        session.finish_reason_text = reason_text.strip()
+        session.submitted_at = now
+        session.save()
+    return session
