@@ -142,7 +142,7 @@ def _labelers_by_uuid(uuids: set) -> dict:
     missing = uuids - found.keys()
     if missing:
         user_model = get_user_model()
-        annotators = Group.objects.get(name="annotator")
+        annotators = Group.objects.get_or_create(name="annotator")[0]
         for value in sorted(missing, key=str):
             # Imported labelers are pseudonymous: a user that cannot log in, named by UUID.
             user = user_model(username=f"labeler-{value}")
@@ -537,7 +537,7 @@ def create_demo_accounts() -> list[tuple[str, str, str]]:
         user.is_superuser = role == "admin"
         user.is_active = True
         user.save()
-        user.groups.set([Group.objects.get(name=role)])
+        user.groups.set([Group.objects.get_or_create(name=role)[0]])
         get_or_create_labeler(user=user)
     return list(DEMO_ACCOUNTS)
 

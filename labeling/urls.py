@@ -6,4 +6,8 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("problems/", views.problem_list, name="problem-list"),
     path("labels/export/", views.export_labels, name="export-labels"),
+    path("label/", views.label_next, name="label-next"),
+    path("label/<int:session_id>/", views.label_session, name="label-session"),
+    path("label/<int:session_id>/rate/", views.rate, name="label-rate"),
+    path("label/<int:session_id>/submit/", views.submit, name="label-submit"),
 ]

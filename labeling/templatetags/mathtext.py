@@ -1,0 +1,8 @@
+from django import template
+
+from labeling import mathtext
+
+register = template.Library()
+register.filter("math", mathtext.render_math)
+register.filter("answer", mathtext.render_answer)
+register.filter("step", mathtext.render_step)

@@ -1,0 +1,142 @@
+"""The workbench in a real browser: keyboard-only labeling, math, escaping, every ending."""
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+
+from labeling.models import Labeler, LabelingSession, Problem, Solution, StepRating
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts"
+
+
+@pytest.fixture
+def annotator(django_user_model):
+    user = django_user_model.objects.create_user("ann", password="ann-pass-123")
+    user.groups.add(Group.objects.get_or_create(name="annotator")[0])
+    return user
+
+
+@pytest.fixture
+def page(browser, live_server, annotator):
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/accounts/login/?next=/label/")
+    page.get_by_label("Username").fill("ann")
+    page.get_by_label("Password").fill("ann-pass-123")
+    page.get_by_role("button", name="Log in").click()
+    return page
+
+
+def add_solution(steps, answer="4", problem_text="What is $\\frac{8}{2}$?"):
+    problem, _ = Problem.objects.get_or_create(text=problem_text, defaults={"answer": "4"})
+    return Solution.objects.create(problem=problem, steps=steps, answer=answer, is_correct=True)
+
+
+def wait_rated(page, count):
+    # Wait for the swap and for htmx to finish wiring up the new buttons.
+    page.wait_for_function(
+        f"document.querySelectorAll('#steps button.chosen').length === {count}"
+        " && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )
+
+
+def test_keyboard_only_labeling_to_solution_renders_math_and_escapes(page, live_server):
+    add_solution(
+        [
+            "Half of $8$ is $\\frac{8}{2}$.",
+            "<script>window.pwned=1</script> So it is 4.",
+            "# Answer\n\n4",
+        ]
+    )
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    # Math is rendered as MathML, not shown as raw TeX.
+    assert page.locator(".problem-text math mfrac").count() == 1
+    assert "\\frac" not in page.locator(".problem-text").inner_text()
+    page.keyboard.press("3")
+    wait_rated(page, 1)
+    assert page.evaluate("window.pwned") is None
+    assert "<script>window.pwned=1</script>" in page.locator("#steps").inner_text()
+    page.keyboard.press("u")
+    page.keyboard.press("2")
+    wait_rated(page, 2)
+    page.keyboard.press("3")
+    wait_rated(page, 3)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "workbench.png"), full_page=True)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=Nothing to label right now")
+
+    session = LabelingSession.objects.get()
+    assert session.finish_reason == "solution" and session.total_time >= 0
+    ratings = list(StepRating.objects.order_by("step__index").values_list("rating", "flagged"))
+    assert ratings == [(1, False), (0, True), (1, False)]
+
+
+def test_minus_one_ends_with_found_error_and_earlier_rating_can_change(page, live_server):
+    add_solution(["Step one.", "Step two.", "Step three.", "# Answer\n\n5"], answer="5")
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    page.keyboard.press("3")
+    wait_rated(page, 1)
+    page.keyboard.press("-")  # -1 on step two
+    wait_rated(page, 2)
+    assert page.locator("#steps li.step").count() == 2
+    # Go back one step and change the -1 to 0: the following step opens again.
+    page.keyboard.press("k")
+    page.keyboard.press("k")
+    page.locator("#steps li[data-step='1'] button[data-rating='0']").click()
+    page.wait_for_selector("#steps li[data-step='2']")
+    page.keyboard.press("1")
+    wait_rated(page, 3)
+    page.get_by_role("button", name="Submit and next (Enter)").click()
+    page.wait_for_selector("text=Nothing to label right now")
+    session = LabelingSession.objects.get()
+    assert session.finish_reason == "found_error"
+    assert list(StepRating.objects.order_by("step__index").values_list("rating", flat=True)) == [
+        1,
+        0,
+        -1,
+    ]
+    out = io.StringIO()
+    call_command("export_prm800k", "--out", "-", stdout=out, stderr=io.StringIO())
+    (record,) = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert record["label"]["finish_reason"] == "found_error"
+    assert [s["completions"][0]["rating"] for s in record["label"]["steps"]] == [1, 0, -1]
+
+
+@pytest.mark.parametrize(
+    "ending,reason", [("Give up", "give_up"), ("Report bad problem", "bad_problem")]
+)
+def test_give_up_and_bad_problem_ask_for_a_reason(page, live_server, ending, reason):
+    add_solution(["Step one.", "# Answer\n\n4"])
+    page.goto(f"{live_server.url}/label/")
+    page.get_by_text(ending, exact=True).first.click()  # the <summary>
+    form = page.locator(f"form:has(input[value='{reason}'])")
+    form.locator("input[name=reason]").fill("The statement is ambiguous.")
+    form.get_by_role("button").click()
+    page.wait_for_selector("text=Nothing to label right now")
+    session = LabelingSession.objects.get()
+    assert (session.finish_reason, session.finish_reason_text) == (
+        reason,
+        "The statement is ambiguous.",
+    )
+    assert Labeler.objects.get().sessions.count() == 1
+
+
+@pytest.fixture
+def browser(chromium_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    import os
+
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
