@@ -779,3 +779,17 @@ def submit_session(
         session.submitted_at = now
         session.save()
     return session
+
+
+def renew_lease(
+    *, session_id: int, labeler: Labeler, now: datetime | None = None
+) -> LabelingSession:
+    """Keep the solution while the labeler's page is open (idle time is not counted)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        session = _locked_session(session_id=session_id, labeler=labeler)
+        if not session.is_open:
+            raise LabelingRefused("This session is no longer open.")
+        session.lease_expires_at = now + LEASE
+        session.save(update_fields=["lease_expires_at"])
+    return session

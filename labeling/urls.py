@@ -10,4 +10,5 @@ urlpatterns = [
     path("label/<int:session_id>/", views.label_session, name="label-session"),
     path("label/<int:session_id>/rate/", views.rate, name="label-rate"),
     path("label/<int:session_id>/submit/", views.submit, name="label-submit"),
+    path("label/<int:session_id>/renew/", views.renew, name="label-renew"),
 ]

@@ -146,3 +146,15 @@ def submit(request: HttpRequest, session_id: int) -> HttpResponse:
     if request.htmx:
         return HttpResponse(headers={"HX-Redirect": reverse("label-next")})
     return redirect("label-next")
+
+
+@login_required
+@require_POST
+def renew(request: HttpRequest, session_id: int) -> HttpResponse:
+    try:
+        services.renew_lease(session_id=session_id, labeler=_labeler(request))
+    except services.NotYourSession as exc:
+        raise PermissionDenied(str(exc)) from None
+    except services.LabelingRefused as exc:
+        return HttpResponse(str(exc), status=409)
+    return HttpResponse(status=204)

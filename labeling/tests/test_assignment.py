@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
@@ -247,3 +248,34 @@ def test_twenty_labelers_at_once_never_share_a_solution(django_user_model, probl
     assert len(set(got.values())) == 20, "two labelers were given the same solution"
     assert StepRating.objects.count() == 20
     assert LabelingSession.objects.count() == 20
+
+
+@pytest.mark.django_db
+def test_an_open_page_renews_the_lease_over_http(client, django_user_model, problem):
+    make_solution(problem, 1)
+    user = django_user_model.objects.create_user("ann", password="pw-ann-123")
+    other = django_user_model.objects.create_user("bob", password="pw-bob-123")
+    annotators = Group.objects.get_or_create(name="annotator")[0]
+    for someone in (user, other):
+        someone.groups.add(annotators)
+    client.force_login(user)
+    response = client.get("/label/")
+    session = LabelingSession.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/label/{session.pk}/"
+    before = session.lease_expires_at
+    assert client.post(f"/label/{session.pk}/renew/").status_code == 204
+    session.refresh_from_db()
+    assert session.lease_expires_at > before
+    # Another labeler can neither renew, rate, submit nor view it.
+    client.force_login(other)
+    assert client.post(f"/label/{session.pk}/renew/").status_code == 403
+    rating = {"step_index": 0, "rating": 1}
+    assert client.post(f"/label/{session.pk}/rate/", rating).status_code == 403
+    assert (
+        client.post(
+            f"/label/{session.pk}/submit/", {"finish_reason": "give_up", "reason": "x"}
+        ).status_code
+        == 403
+    )
+    assert client.get(f"/label/{session.pk}/").status_code == 403
+    assert StepRating.objects.count() == 0
