@@ -7,6 +7,7 @@ formatting that carries no meaning (thousands separators, units, `\\text{}`, deg
 """
 
 import re
+from fractions import Fraction
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
@@ -68,6 +69,26 @@ def normalize(answer: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_INTEGER = re.compile(r"-?\d+")
+_RATIO = re.compile(r"(-?)(?:\\frac\{(-?\d+)\}\{(\d+)\}|\\frac(\d)(\d)|(-?\d+)/(\d+))")
+
+
+def _exact_rational(text: str) -> Fraction | None:
+    """Integers and integer fractions, compared exactly without a LaTeX parser."""
+    compact = text.replace(" ", "")
+    if _INTEGER.fullmatch(compact):
+        return Fraction(int(compact))
+    match = _RATIO.fullmatch(compact)
+    if match is None:
+        return None
+    sign, a, b, c, d, e, f = match.groups()
+    top, bottom = (a, b) if a is not None else (c, d) if c is not None else (e, f)
+    if int(bottom) == 0:
+        return None
+    value = Fraction(int(top), int(bottom))
+    return -value if sign else value
+
+
 def _parse(text: str) -> list:
     return parse(f"${text}$", extraction_config=_EXTRACTION, parsing_timeout=None)
 
@@ -83,6 +104,11 @@ def is_equivalent(answer: str, ground_truth: str) -> bool:
         return False
     if left.replace(" ", "") == right.replace(" ", ""):
         return True
+    # Most MATH answers are integers or fractions: settling those exactly here keeps imports
+    # of large pools fast (parsing LaTeX into sympy costs ~25 ms an answer).
+    exact_left, exact_right = _exact_rational(left), _exact_rational(right)
+    if exact_left is not None and exact_right is not None:
+        return exact_left == exact_right
     try:
         gold, target = _parse(right), _parse(left)
         if not gold or not target:
