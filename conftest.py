@@ -62,3 +62,19 @@ def pytest_sessionstart(session):
         engine = settings.DATABASES["default"]["ENGINE"]
         if "postgresql" not in engine:
             raise pytest.UsageError(f"CI=true but the database engine is {engine}")
+
+
+@pytest.fixture
+def browser(chromium_path):
+    """Headless Debian Chromium driven by Playwright (which cannot download its own here)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls the tests make
+    # are still plain synchronous ones.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium_path,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()

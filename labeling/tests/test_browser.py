@@ -2,28 +2,11 @@
 
 import io
 import json
-import os
 from pathlib import Path
 
-import pytest
 from django.core.management import call_command
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-@pytest.fixture
-def browser(chromium_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    # Playwright's sync API keeps an event loop on this thread; the ORM calls the test makes
-    # are still plain synchronous ones.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium_path,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
 
 
 def test_admin_logs_in_sees_problems_and_downloads_export(live_server, browser, tmp_path):

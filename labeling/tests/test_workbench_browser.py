@@ -125,18 +125,3 @@ def test_give_up_and_bad_problem_ask_for_a_reason(page, live_server, ending, rea
         "The statement is ambiguous.",
     )
     assert Labeler.objects.get().sessions.count() == 1
-
-
-@pytest.fixture
-def browser(chromium_path):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    import os
-
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium_path,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
