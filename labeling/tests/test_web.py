@@ -113,3 +113,20 @@ def test_admin_action_exports_the_selected_sessions(client, demo):
     assert response.status_code == 200
     body = b"".join(response.streaming_content).decode()
     assert len(body.splitlines()) == 2
+
+
+def test_users_without_a_role_cannot_label(client, django_user_model):
+    user = django_user_model.objects.create_user("visitor", password="pw-visitor-1")
+    client.force_login(user)
+    assert client.get(reverse("label-next")).status_code == 403
+
+
+def test_deactivated_labelers_are_refused(client, demo, django_user_model):
+    user = django_user_model.objects.get(username="annotator")
+    client.force_login(user)
+    assert client.get(reverse("label-next")).status_code == 302
+    user.is_active = False
+    user.save()
+    client.force_login(user)
+    # Django logs an inactive user out; the labeling pages send them to the login page.
+    assert client.get(reverse("label-next"))["Location"].startswith(reverse("login"))
