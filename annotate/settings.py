@@ -157,9 +157,6 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
-# Where exports written by workers go (admin "export to file" jobs).
-EXPORT_DIR = Path(os.environ.get("STEPWISE_EXPORT_DIR", VAR_DIR / "exports"))
-
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
