@@ -300,7 +300,10 @@ def run_phase(phase: str, *, db: str, file: Path) -> dict:
     """Run one phase in a fresh interpreter; its last stdout line is the JSON result."""
     command = [sys.executable, __file__, "--phase", phase, "--db", db, "--file", str(file)]
     done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # Echoed at once: a long run that fails in a later phase still shows this one's figures.
+    print(f"{phase}: {json.dumps(result)}", file=sys.stderr)
+    return result
 
 
 # ---------------------------------------------------------------------------------------------

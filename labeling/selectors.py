@@ -6,9 +6,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, TextField
+from django.db.models.functions import Cast
 from tqdm import tqdm
 
 from labeling import prm800k
@@ -65,18 +66,67 @@ def iter_prm800k_records(
 
     `within` narrows the export to a queryset (an admin changelist selection, say).
     """
-    sessions = submitted_sessions(filters=filters, within=within).select_related(
-        "labeler", "generation", "solution__problem"
-    )
+    # Plain value rows, not model instances: building five objects per session was half
+    # of the export's time.
+    sessions = submitted_sessions(filters=filters, within=within).values_list(*_RECORD_COLUMNS)
     last_pk = 0
     while True:
         chunk = list(sessions.filter(pk__gt=last_pk).order_by("pk")[:EXPORT_CHUNK])
         if not chunk:
             return
-        last_pk = chunk[-1].pk
-        steps = _steps_of(session_ids=[s.pk for s in chunk])
-        for session in chunk:
-            yield _record(session, steps.get(session.pk, []))
+        last_pk = chunk[-1][0]
+        steps = _steps_of(session_ids=[row[0] for row in chunk])
+        for row in chunk:
+            yield _record(_SessionRow(*row), steps.get(row[0], []))
+
+
+_RECORD_COLUMNS = (
+    "pk",
+    "labeler__uuid",
+    "submitted_at",
+    "generation__number",
+    "is_quality_control",
+    "is_screening",
+    "total_time",
+    "finish_reason",
+    "extra",
+    "solution__steps",
+    "solution__answer",
+    "solution__source_score",
+    "solution__problem__text",
+    "solution__problem__answer",
+    "solution__problem__solution",
+)
+
+
+class _SessionRow(NamedTuple):
+    pk: int
+    labeler: uuid.UUID
+    submitted_at: datetime
+    generation: int | None
+    is_quality_control: bool
+    is_screening: bool
+    total_time: int | None
+    finish_reason: str
+    extra: dict
+    steps: list[str]
+    answer: str
+    source_score: float | None
+    problem: str
+    problem_answer: str
+    problem_solution: str
+
+
+def _raw_json(field: str) -> Cast:
+    # A million ratings carry an `extra` that is nearly always {}: reading it as text and
+    # decoding only the rest halves the export's time in Python.
+    return Cast(field, output_field=TextField())
+
+
+def _loads(text: str | None) -> dict | None:
+    if text is None or text == "{}":
+        return None
+    return json.loads(text)
 
 
 def _steps_of(*, session_ids: list[int]) -> dict[int, list[dict]]:
@@ -84,45 +134,56 @@ def _steps_of(*, session_ids: list[int]) -> dict[int, list[dict]]:
     for step_id, text, rating, flagged, extra in (
         StepRating.objects.filter(step__session_id__in=session_ids)
         .order_by("step_id", "completion_index")
-        .values_list("step_id", "text", "rating", "flagged", "extra")
+        .values_list("step_id", "text", "rating", "flagged", _raw_json("extra"))
     ):
         modelled = prm800k.modelled_completion(text=text, rating=rating, flagged=flagged)
-        completions[step_id].append(prm800k.restore(modelled, extra))
+        completions[step_id].append(prm800k.restore(modelled, _loads(extra)))
 
     steps: dict[int, list[dict]] = defaultdict(list)
     for step_id, session_id, chosen, human, extra in (
         StepLabel.objects.filter(session_id__in=session_ids)
         .order_by("session_id", "index")
-        .values_list("id", "session_id", "chosen_completion", "human_completion", "extra")
+        .values_list(
+            "id",
+            "session_id",
+            "chosen_completion",
+            _raw_json("human_completion"),
+            _raw_json("extra"),
+        )
     ):
+        human = json.loads(human) if human is not None else None
+        extra = _loads(extra)
         modelled = {"completions": completions.get(step_id, [])}
         modelled.update(prm800k.modelled_step(human_completion=human, chosen_completion=chosen))
         steps[session_id].append(prm800k.restore(modelled, extra))
     return steps
 
 
-def _record(session: LabelingSession, steps: list[dict]) -> dict:
-    kept = session.extra or {}
-    solution = session.solution
+def _record(row: _SessionRow, steps: list[dict]) -> dict:
+    kept = row.extra or {}
     record = prm800k.restore(
         prm800k.modelled_top(
-            labeler=session.labeler.uuid,
-            submitted_at=session.submitted_at,
-            generation=session.generation.number if session.generation else None,
-            is_quality_control=session.is_quality_control,
-            is_screening=session.is_screening,
+            labeler=row.labeler,
+            submitted_at=row.submitted_at,
+            generation=row.generation,
+            is_quality_control=row.is_quality_control,
+            is_screening=row.is_screening,
         ),
         kept.get("record"),
     )
-    record["question"] = prm800k.restore(
-        modelled_question(problem=solution.problem, solution=solution), kept.get("question")
+    question = prm800k.modelled_question(
+        problem=row.problem,
+        answer=row.problem_answer,
+        solution=row.problem_solution,
+        steps=row.steps,
+        pre_answer=row.answer,
+        score=row.source_score,
     )
+    record["question"] = prm800k.restore(question, kept.get("question"))
     label = {"steps": steps}
     label.update(
         prm800k.restore(
-            prm800k.modelled_label(
-                total_time=session.total_time, finish_reason=session.finish_reason
-            ),
+            prm800k.modelled_label(total_time=row.total_time, finish_reason=row.finish_reason),
             kept.get("label"),
         )
     )
