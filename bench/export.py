@@ -249,8 +249,32 @@ def generate(path: Path, *, solutions: int, steps_per_solution: int) -> None:
 # Phases run in their own process, so that ru_maxrss is the phase's own peak
 
 
+def _proc_status_mb(field: str) -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    """This process's peak RSS.
+
+    Linux's ru_maxrss survives execve: a child started by a parent holding 500 MB reports
+    at least 500 MB however little it uses itself. VmHWM belongs to the process's own
+    address space, which exec replaces, so it isolates the phase; ru_maxrss (KiB on Linux)
+    is only the fallback where /proc is absent.
+    """
+    hwm = _proc_status_mb("VmHWM")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    rss = _proc_status_mb("VmRSS")
+    return rss if rss is not None else peak_rss_mb()
 
 
 def phase_import(path: Path) -> dict:
@@ -270,7 +294,7 @@ def phase_import(path: Path) -> dict:
             graded["calls"] += 1
 
     services.grade_answer = timed_grade_answer
-    baseline = peak_rss_mb()
+    baseline = current_rss_mb()
     start = time.perf_counter()
     result = services.import_prm800k(path=path, name=path.name)
     seconds = time.perf_counter() - start
@@ -288,7 +312,7 @@ def phase_import(path: Path) -> dict:
 def phase_export(path: Path) -> dict:
     from labeling.selectors import ExportFilters, write_prm800k
 
-    baseline = peak_rss_mb()
+    baseline = current_rss_mb()
     start = time.perf_counter()
     with path.open("w", encoding="utf-8") as out:
         lines = write_prm800k(out=out, filters=ExportFilters())
@@ -394,7 +418,7 @@ def report(*, lines: int, imp: dict, exp: dict, dumps_s: float, check, backend: 
         f"({imp['distinct_graded']:,} distinct answer/truth pairs)"
     )
     print(f"export / json.dumps: {ratio:.1f}x")
-    print("(baseline: the phase process's RSS after django.setup(), before its work)")
+    print("(baseline: the phase process's RSS after django.setup() and imports, before its work)")
     for name, ok in checks:
         print(f"[{'ok' if ok else 'FAIL'}] {name}")
     return all(ok for _, ok in checks)
