@@ -130,17 +130,7 @@ def _loads(text: str | None) -> dict | None:
 
 
 def _steps_of(*, session_ids: list[int]) -> dict[int, list[dict]]:
-    completions: dict[int, list[dict]] = defaultdict(list)
-    for step_id, text, rating, flagged, extra in (
-        StepRating.objects.filter(step__session_id__in=session_ids)
-        .order_by("step_id", "completion_index")
-        .values_list("step_id", "text", "rating", "flagged", _raw_json("extra"))
-    ):
-        modelled = prm800k.modelled_completion(text=text, rating=rating, flagged=flagged)
-        completions[step_id].append(prm800k.restore(modelled, _loads(extra)))
-
-    steps: dict[int, list[dict]] = defaultdict(list)
-    for step_id, session_id, chosen, human, extra in (
+    step_rows = list(
         StepLabel.objects.filter(session_id__in=session_ids)
         .order_by("session_id", "index")
         .values_list(
@@ -150,12 +140,24 @@ def _steps_of(*, session_ids: list[int]) -> dict[int, list[dict]]:
             _raw_json("human_completion"),
             _raw_json("extra"),
         )
+    )
+    # Ratings are looked up by their indexed step ids, not joined through the steps by
+    # session: the join made PostgreSQL scan the whole ratings table for every chunk.
+    completions: dict[int, list[dict]] = defaultdict(list)
+    for step_id, text, rating, flagged, extra in (
+        StepRating.objects.filter(step_id__in=[row[0] for row in step_rows])
+        .order_by("step_id", "completion_index")
+        .values_list("step_id", "text", "rating", "flagged", _raw_json("extra"))
     ):
+        modelled = prm800k.modelled_completion(text=text, rating=rating, flagged=flagged)
+        completions[step_id].append(prm800k.restore(modelled, _loads(extra)))
+
+    steps: dict[int, list[dict]] = defaultdict(list)
+    for step_id, session_id, chosen, human, extra in step_rows:
         human = json.loads(human) if human is not None else None
-        extra = _loads(extra)
         modelled = {"completions": completions.get(step_id, [])}
         modelled.update(prm800k.modelled_step(human_completion=human, chosen_completion=chosen))
-        steps[session_id].append(prm800k.restore(modelled, extra))
+        steps[session_id].append(prm800k.restore(modelled, _loads(extra)))
     return steps
 
 
