@@ -1,9 +1,9 @@
-"""Final-answer grading: is a solution's answer equivalent to the ground truth?
+"""Final-answer grading: is a solution's answer equivalent to the MATH-style ground truth?
 
 math-verify does the mathematics (sympy equivalence of fractions, decimals, radicals,
-intervals, tuples, sets). Before it, answers are normalised the way MATH graders do, so
-formatting that carries no meaning (thousands separators, units, `\\text{}`, degree signs,
-`x =`) cannot make a right answer wrong.
+intervals, tuples, solution sets). A small normaliser runs first, the way MATH graders
+(Hendrycks `is_equiv`, PRM800K `grader.py`) do, so that formatting which carries no meaning
+cannot make a right answer wrong, and so that the common integer answers skip the slow parse.
 """
 
 import re
@@ -11,108 +11,79 @@ from fractions import Fraction
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
+# The answer is already the final one, so a box in it is the answer, not one candidate of many.
 _EXTRACTION = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
 
-_REMOVE = [
-    r"\\left",
-    r"\\right",
-    r"\\!",
-    r"\\,",
-    r"\\;",
-    r"\\ ",
-    r"\^\{?\\circ\}?",
-    r"\^\\circ",
-    r"\\%",
-    r"%",
-    r"\\\$",
-    r"\$",
-    r"\\displaystyle",
-]
-_UNIT_WORDS = (
-    r"(?:units?|cm|centimeters?|meters?|m|km|inches|inch|feet|foot|ft|miles?|degrees?|"
-    r"dollars?|cents?|seconds?|minutes?|hours?|days?|square|sq|cubic)"
-)
+# Spacing, sizing and decorations with no value. `\,` must go before math-verify sees
+# `5\,000`, which it would otherwise read as 5*000.
+_NOISE = re.compile(r"\\(?:left|right|displaystyle)(?![a-zA-Z])|\\[!,;: ]|\^\{?\\circ\}?|°|\\?[%$]")
+# A trailing unit after a number ("5 \text{ cm}", "\frac92\text{ units}^2") is dropped here so
+# the answer can reach the exact fast path; other \text{} (choices, words) is math-verify's.
+_TRAILING_UNIT = re.compile(r"(?<=[\d}])\s*\\(?:text|mbox)\{[a-zA-Z .]*\}(?:\^\{?\d\}?)?$")
+# "x = 3" names the unknown; the value is what follows (only for a single `=`, not systems).
+_NAMED = re.compile(r"^(?:[a-zA-Z]|\\[a-zA-Z]+)\s*=\s*(?=[^=]*$)")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_RATIONAL = re.compile(r"(-?)(?:\\frac\{(-?\d+)\}\{(\d+)\}|(\d+)(?:/(\d+))?)")
 
 
 def _unbox(text: str) -> str:
-    # \boxed{...} with nested braces: keep the inside.
-    start = text.find("\\boxed{")
+    # Braces nest (\boxed{\frac{1}{2}}), so the box is closed by counting, not by a regex.
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
     if start < 0:
-        start = text.find("\\fbox{")
-        if start < 0:
-            return text
-    open_at = text.index("{", start)
+        return text
+    opening = text.index("{", start)
     depth = 0
-    for i in range(open_at, len(text)):
+    for i in range(opening, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
-            return text[:start] + text[open_at + 1 : i] + text[i + 1 :]
-    return text
+            return text[opening + 1 : i]
+    return text  # unbalanced: leave it for math-verify to reject
 
 
-def normalize(answer: str) -> str:
-    """A MATH-style canonical text form of an answer (used before and beside math-verify)."""
-    text = _unbox(answer.strip())
-    text = text.strip().strip("$").strip()
-    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    for pattern in _REMOVE:
-        text = re.sub(pattern, "", text)
-    # Units and words in \text{} or \mbox{} carry no value: "5 \text{ cm}" is 5.
-    text = re.sub(r"\\(?:text|mbox|textbf|mathrm)\{\s*" + _UNIT_WORDS + r"\^?\d?\s*\}", "", text)
-    text = re.sub(r"\\(?:text|mbox|textbf|mathrm)\{([^{}]*)\}", r"\1", text)
-    text = re.sub(r"(?<=\d)\s*" + _UNIT_WORDS + r"\b(\^\d)?", "", text)
-    # A leading "x =" names the unknown; the value is what follows.
-    text = re.sub(r"^\s*[a-zA-Z]\s*=\s*", "", text)
-    # Thousands separators: 40,000 -> 40000 (but not tuples such as (1,234)).
-    if re.fullmatch(r"-?\d{1,3}(,\d{3})+(\.\d+)?", text.replace(" ", "")):
+def _normalize(answer: str) -> str:
+    text = _unbox(answer.strip()).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    text = re.sub(r"\\frac(\d)(\d)", r"\\frac{\1}{\2}", text)
+    text = _NOISE.sub("", text).replace("{,}", ",").strip()
+    text = _NAMED.sub("", _TRAILING_UNIT.sub("", text))
+    if _THOUSANDS.fullmatch(text.replace(" ", "")):
         text = text.replace(",", "")
     return re.sub(r"\s+", " ", text).strip()
 
 
-_INTEGER = re.compile(r"-?\d+")
-_RATIO = re.compile(r"(-?)(?:\\frac\{(-?\d+)\}\{(\d+)\}|\\frac(\d)(\d)|(-?\d+)/(\d+))")
-
-
 def _exact_rational(text: str) -> Fraction | None:
-    """Integers and integer fractions, compared exactly without a LaTeX parser."""
-    compact = text.replace(" ", "")
-    if _INTEGER.fullmatch(compact):
-        return Fraction(int(compact))
-    match = _RATIO.fullmatch(compact)
+    # Most MATH answers are integers or integer fractions; settling those exactly skips a
+    # ~25 ms LaTeX-to-sympy parse per answer, which dominates bulk imports.
+    match = _RATIONAL.fullmatch(text.replace(" ", ""))
     if match is None:
         return None
-    sign, a, b, c, d, e, f = match.groups()
-    top, bottom = (a, b) if a is not None else (c, d) if c is not None else (e, f)
-    if int(bottom) == 0:
+    sign, frac_top, frac_bottom, top, bottom = match.groups()
+    top, bottom = int(frac_top or top), int(frac_bottom or bottom or 1)
+    if bottom == 0:
         return None
-    value = Fraction(int(top), int(bottom))
+    value = Fraction(top, bottom)
     return -value if sign else value
-
-
-def _parse(text: str) -> list:
-    return parse(f"${text}$", extraction_config=_EXTRACTION, parsing_timeout=None)
 
 
 def is_equivalent(answer: str, ground_truth: str) -> bool:
     """True when `answer` is mathematically the same as the MATH-style `ground_truth`.
 
-    Never raises: input math-verify cannot read is compared as normalised text. Its own
-    signal-based timeouts are off, since graders run in worker and web threads.
+    Never raises. math-verify's own signal-based timeouts are off because grading runs in
+    Celery workers and web threads, where `signal.alarm` cannot be used.
     """
-    left, right = normalize(answer), normalize(ground_truth)
-    if not left or not right:
+    if not answer or not ground_truth:
         return False
+    left, right = _normalize(answer), _normalize(ground_truth)
+    if not left or not right:
+        return False  # an empty answer is never right, even against an empty truth
     if left.replace(" ", "") == right.replace(" ", ""):
         return True
-    # Most MATH answers are integers or fractions: settling those exactly here keeps imports
-    # of large pools fast (parsing LaTeX into sympy costs ~25 ms an answer).
     exact_left, exact_right = _exact_rational(left), _exact_rational(right)
     if exact_left is not None and exact_right is not None:
         return exact_left == exact_right
     try:
-        gold, target = _parse(right), _parse(left)
-        if not gold or not target:
-            return False
-        return bool(verify(gold, target, timeout_seconds=None))
+        gold = parse(f"${right}$", extraction_config=_EXTRACTION, parsing_timeout=None)
+        target = parse(f"${left}$", extraction_config=_EXTRACTION, parsing_timeout=None)
+        return bool(gold and target and verify(gold, target, timeout_seconds=None))
     except Exception:  # noqa: BLE001 - a grader must answer, not crash an import
+        # The normalised strings were compared above and differ, so the fallback says no.
         return False
