@@ -1,0 +1,186 @@
+"""Benchmark: PRM scoring, batched against one solution per forward call, on one machine.
+
+    python bench/score.py [--solutions N] [--per-call K] [--batch-size B]
+
+Stores N synthetic solutions (default 2,000, 3-12 steps of MATH-like text each), builds the
+tiny built-in PRM (random weights: speed does not depend on what it learned), saves it to a
+temporary directory and loads it back as a worker would, then times `score_solutions`
+twice: batched (length-sorted batches of B), and with batch size 1 on the first K solutions
+(default 200), extrapolated per solution. Both paths read and write the database the same
+way, so the ratio is what batching buys. Prints solutions/s of each and the ratio; exits
+non-zero when the ratio is under 10x.
+
+The database is never the developer's: with a PostgreSQL `DATABASE_URL` the benchmark
+creates (and afterwards drops) `stepwise_score_bench` on that server; otherwise it uses a
+SQLite file in a temporary directory.
+"""
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+BENCH_DB = "stepwise_score_bench"
+SEED = 4
+TARGET_RATIO = 10.0
+
+PASSAGE = (
+    "Let $x$ be the number of so we have Then the equation becomes which simplifies to "
+    "Since $n$ is an integer, this means that the sum of the roots is $a+b=-\\frac{b}{a}$ "
+    "Substituting into the first equation gives $2x^2-5x+3=0$, so $(2x-3)(x-1)=0$. The area "
+    "of the triangle is $\\frac{1}{2}bh$ where $h=\\sqrt{3}$ and the circle has radius $r=4$. "
+    "Notice that $\\binom{10}{3}=120$, hence the probability is $\\frac{3}{8}$."
+)
+WORDS = PASSAGE.split()
+
+
+def setup_django(database_url: str) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["DEBUG"] = "false"  # DEBUG keeps every query in memory
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "annotate.settings")
+    import django
+
+    django.setup()
+
+
+def is_postgres(url: str) -> bool:
+    return urlsplit(url).scheme in {"postgres", "postgresql", "pgsql", "postgis"}
+
+
+def postgres_database(server_url: str, *, create: bool) -> str:
+    """(Re)create or drop `stepwise_score_bench` beside the configured database."""
+    import psycopg2
+
+    conn = psycopg2.connect(server_url)
+    conn.autocommit = True  # CREATE/DROP DATABASE cannot run inside a transaction
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+            if create:
+                cur.execute(f"CREATE DATABASE {BENCH_DB}")
+    finally:
+        conn.close()
+    return urlsplit(server_url)._replace(path=f"/{BENCH_DB}").geturl()
+
+
+def store_solutions(count: int) -> list[int]:
+    from labeling.models import Problem, Solution, solution_digest, text_digest
+
+    rng = random.Random(SEED)
+
+    def sentence(low: int, high: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+    problems = []
+    for i in range(max(1, count // 8)):
+        text = f"Problem {i}: {sentence(15, 60)}"
+        problems.append(Problem(text=text, text_hash=text_digest(text), answer=str(i)))
+    problems = Problem.objects.bulk_create(problems)
+    solutions = []
+    for i in range(count):
+        steps = [sentence(8, 40) for _ in range(rng.randint(3, 12))]
+        answer = str(rng.randint(0, 99))
+        steps[-1] += f"\n\n# Answer\n\n{answer}"
+        solutions.append(
+            Solution(
+                problem=problems[i % len(problems)],
+                steps=steps,
+                answer=answer,
+                content_hash=solution_digest(steps=steps, answer=answer),
+                is_correct=rng.random() < 0.3,
+            )
+        )
+    return [s.pk for s in Solution.objects.bulk_create(solutions, batch_size=500)]
+
+
+def run(args, tmpdir: Path) -> bool:
+    from django.core.management import call_command
+
+    from labeling.models import Problem, Solution
+    from trainer.models import ModelVersion
+    from trainer.prm import PRM
+    from trainer.score import score_solutions
+
+    call_command("migrate", verbosity=0, interactive=False)
+    ids = store_solutions(args.solutions)
+    corpus = list(Problem.objects.values_list("text", flat=True))
+    for steps in Solution.objects.values_list("steps", flat=True):
+        corpus += steps
+    PRM.build(base_model=None, corpus=corpus, seed=SEED).save(tmpdir / "model")
+    prm = PRM.load(tmpdir / "model")
+    version = ModelVersion.objects.create(name="bench", checkpoint_path=str(tmpdir / "model"))
+
+    start = time.perf_counter()
+    batched = score_solutions(
+        prm=prm, solution_ids=ids, model_version_id=version.pk, batch_size=args.batch_size
+    )
+    batched_s = time.perf_counter() - start
+
+    sample = ids[: args.per_call]
+    start = time.perf_counter()
+    per_call = score_solutions(
+        prm=prm, solution_ids=sample, model_version_id=version.pk, batch_size=1
+    )
+    per_call_s = time.perf_counter() - start
+
+    written = Solution.objects.filter(prm_model_version=version, prm_score__isnull=False).count()
+    batched_rate = batched / batched_s
+    per_call_rate = per_call / per_call_s
+    ratio = batched_rate / per_call_rate
+    steps = sum(len(s) for s in Solution.objects.values_list("steps", flat=True))
+    print(f"\nstepwise scoring benchmark ({prm.device}, {sys.argv[0]})")
+    print(f"solutions {batched:,}   steps {steps:,}   tiny PRM, random weights")
+    print(
+        f"batched (batch {args.batch_size}, length-sorted): {batched_s:.1f} s, "
+        f"{batched_rate:,.1f} solutions/s"
+    )
+    print(
+        f"one per forward call ({per_call} solutions, extrapolated): {per_call_s:.1f} s, "
+        f"{per_call_rate:,.1f} solutions/s -> {batched / per_call_rate:.1f} s for all"
+    )
+    print(f"batched / one-by-one: {ratio:.1f}x")
+    checks = [
+        (f"batched at least {TARGET_RATIO:.0f}x faster", ratio >= TARGET_RATIO),
+        (f"every one of {batched:,} solutions scored", written == batched == len(ids)),
+    ]
+    for name, ok in checks:
+        print(f"[{'ok' if ok else 'FAIL'}] {name}")
+    return all(ok for _, ok in checks)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--solutions", type=int, default=2_000)
+    parser.add_argument("--per-call", type=int, default=200, help="solutions timed one by one")
+    parser.add_argument("--batch-size", type=int, default=32)
+    args = parser.parse_args()
+
+    server_url = os.environ.get("DATABASE_URL", "")
+    postgres = is_postgres(server_url)
+    with tempfile.TemporaryDirectory(prefix="stepwise-score-bench-") as tmp:
+        tmpdir = Path(tmp)
+        if postgres:
+            db = postgres_database(server_url, create=True)
+        else:
+            db = f"sqlite:///{tmpdir / 'bench.sqlite3'}"
+        try:
+            setup_django(db)
+            ok = run(args, tmpdir)
+        finally:
+            if postgres:
+                from django.db import connections
+
+                connections.close_all()  # DROP DATABASE refuses while we are connected
+                postgres_database(server_url, create=False)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

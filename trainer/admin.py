@@ -1,0 +1,48 @@
+"""Admin views of runs and model versions: records to read, with the actions the UI offers."""
+
+from django.contrib import admin, messages
+
+from trainer import services
+from trainer.models import ModelVersion, TrainingRun
+
+
+@admin.register(TrainingRun)
+class TrainingRunAdmin(admin.ModelAdmin):
+    list_display = ["id", "status", "triggered_by", "dataset_size", "epoch", "created_at"]
+    list_filter = ["status"]
+    date_hierarchy = "created_at"
+    actions = ["cancel_runs"]
+    # A run is a record of what happened; only the services change it.
+    readonly_fields = [field.name for field in TrainingRun._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Cancel the selected runs")
+    def cancel_runs(self, request, queryset):
+        for run in queryset.filter(status__in=TrainingRun.LIVE):
+            try:
+                services.cancel_training_run(run_id=run.pk)
+            except services.TrainingRefused as exc:
+                self.message_user(request, str(exc), messages.WARNING)
+
+
+@admin.register(ModelVersion)
+class ModelVersionAdmin(admin.ModelAdmin):
+    list_display = ["id", "name", "is_active", "training_run", "created_at", "promoted_at"]
+    list_filter = ["is_active"]
+    actions = ["promote"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # A checkpoint made elsewhere can be registered; a recorded one is not rewritten, and
+        # activation goes through the promote action (which rescores).
+        fixed = ["training_run", "is_active", "promoted_at"]
+        return fixed if obj is None else [*fixed, "checkpoint_path", "metrics"]
+
+    @admin.action(description="Promote to active (and rescore every solution)")
+    def promote(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one model version.", messages.ERROR)
+            return
+        version = services.promote_model_version(model_version_id=queryset.get().pk)
+        self.message_user(request, f"{version} is now active.")

@@ -1,0 +1,90 @@
+"""The REST API of the model side: training runs, model versions, generations."""
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.viewsets import ReadOnlyModelViewSet
+
+from labeling.models import Generation
+from labeling.permissions import IsResearcher
+from trainer import selectors, services
+from trainer import serializers as s
+from trainer.models import ModelVersion, TrainingRun
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "Conflict."
+
+
+class BrokerDown(APIException):
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_detail = "The task broker is unreachable."
+
+
+class TrainingRunViewSet(ReadOnlyModelViewSet):
+    """Training runs: researchers and admins start, watch and cancel them."""
+
+    serializer_class = s.TrainingRunSerializer
+    permission_classes = [IsResearcher]
+
+    def get_queryset(self) -> QuerySet[TrainingRun]:
+        return selectors.training_runs()
+
+    @extend_schema(request=s.TrainingRunRequestSerializer, responses={201: s.TrainingRunSerializer})
+    def create(self, request: Request) -> Response:
+        body = s.TrainingRunRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            run = services.request_training_run(
+                user=request.user, params=body.validated_data["params"]
+            )
+        except services.BrokerUnavailable as exc:
+            raise BrokerDown(str(exc)) from None
+        except services.TrainingRefused as exc:
+            if TrainingRun.objects.filter(status__in=TrainingRun.LIVE).exists():
+                raise Conflict(str(exc)) from None
+            raise ValidationError({"detail": str(exc)}) from None
+        return Response(s.TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses=s.TrainingRunSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        run = self.get_object()
+        try:
+            run = services.cancel_training_run(run_id=run.pk)
+        except services.TrainingRefused as exc:
+            raise Conflict(str(exc)) from None
+        return Response(s.TrainingRunSerializer(run).data)
+
+
+class ModelVersionViewSet(ReadOnlyModelViewSet):
+    """Trained PRM checkpoints; promoting one makes it the model that scores and selects."""
+
+    serializer_class = s.ModelVersionSerializer
+    permission_classes = [IsResearcher]
+
+    def get_queryset(self) -> QuerySet[ModelVersion]:
+        return selectors.model_versions()
+
+    @extend_schema(request=None, responses=s.ModelVersionSerializer)
+    @action(detail=True, methods=["post"])
+    def promote(self, request: Request, pk: str) -> Response:
+        version = self.get_object()
+        try:
+            version = services.promote_model_version(model_version_id=version.pk)
+        except services.TrainingRefused as exc:
+            raise Conflict(str(exc)) from None
+        return Response(s.ModelVersionSerializer(version).data)
+
+
+class GenerationViewSet(ReadOnlyModelViewSet):
+    """Rounds of selection; the labeling queue serves the newest first."""
+
+    serializer_class = s.GenerationSerializer
+    permission_classes = [IsResearcher]
+    queryset = Generation.objects.order_by("number")

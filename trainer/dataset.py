@@ -1,0 +1,197 @@
+"""Training examples from submitted labeling sessions.
+
+Each submitted session gives one example: its problem, the solution's steps up to and
+including the first -1 (the paper supervises up to the first error), and the rating of each.
+Every other rated completion of a step (phase-2 alternatives at the error step, phase-1
+completions the labeler did not choose) gives one more example: the steps before it, then
+that completion with its own rating.
+
+Which completion is "the solution's own step" is read from the data, so phase-1 and phase-2
+imports both work: the chosen completion when it matches the solution's step, else a rated
+completion whose text is that step (completion 0 in phase 2). A phase-1 step the labeler
+wrote themselves (`human_completion`) counts as +1 unless it carries an integer
+`corrected_rating`.
+"""
+
+import hashlib
+import json
+import random
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+
+from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
+
+SESSION_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class Example:
+    problem_id: int
+    solution_id: int | None  # None for an alternative completion's example
+    problem: str
+    steps: list[str]  # up to and including the first -1
+    labels: list[int]  # -1 / 0 / 1 per step
+
+
+def build_examples(
+    *,
+    include_qc: bool = True,
+    include_screening: bool = False,
+    generation_min: int | None = None,
+    generation_max: int | None = None,
+) -> list[Example]:
+    """Examples from every submitted session the filters keep, in session order.
+
+    A generation bound leaves out sessions without a generation (phase-1 data).
+    """
+    sessions = LabelingSession.objects.filter(submitted_at__isnull=False)
+    if not include_qc:
+        sessions = sessions.filter(is_quality_control=False)
+    if not include_screening:
+        # Screening is flagged on the session and also lives in generation -1.
+        sessions = sessions.filter(is_screening=False).exclude(generation__number=-1)
+    if generation_min is not None:
+        sessions = sessions.filter(generation__number__gte=generation_min)
+    if generation_max is not None:
+        sessions = sessions.filter(generation__number__lte=generation_max)
+    rows = list(sessions.order_by("pk").values_list("pk", "solution_id", "solution__problem_id"))
+    problems: dict[int, str] = {}
+    examples: list[Example] = []
+    for start in range(0, len(rows), SESSION_CHUNK):
+        chunk = rows[start : start + SESSION_CHUNK]
+        wanted = {problem_id for _, _, problem_id in chunk} - problems.keys()
+        problems.update(Problem.objects.filter(pk__in=wanted).values_list("pk", "text"))
+        solution_steps = _solution_steps([solution_id for _, solution_id, _ in chunk])
+        labels = _step_labels([pk for pk, _, _ in chunk])
+        for pk, solution_id, problem_id in chunk:
+            examples += _session_examples(
+                problem_id=problem_id,
+                solution_id=solution_id,
+                problem=problems[problem_id],
+                solution_steps=solution_steps[solution_id],
+                steps=labels.get(pk, []),
+            )
+    return examples
+
+
+def _solution_steps(solution_ids: list[int]) -> dict[int, list[str]]:
+    return dict(Solution.objects.filter(pk__in=set(solution_ids)).values_list("pk", "steps"))
+
+
+@dataclass
+class _Step:
+    index: int
+    chosen: int | None
+    human: dict | None
+    ratings: list[tuple[int, str, int | None]]  # (completion_index, text, rating)
+
+
+def _step_labels(session_ids: list[int]) -> dict[int, list[_Step]]:
+    steps: dict[int, _Step] = {}
+    by_session: dict[int, list[_Step]] = defaultdict(list)
+    for pk, session_id, index, chosen, human in (
+        StepLabel.objects.filter(session_id__in=session_ids)
+        .order_by("session_id", "index")
+        .values_list("pk", "session_id", "index", "chosen_completion", "human_completion")
+    ):
+        steps[pk] = _Step(index=index, chosen=chosen, human=human, ratings=[])
+        by_session[session_id].append(steps[pk])
+    for step_id, completion, text, rating in (
+        StepRating.objects.filter(step_id__in=steps.keys())
+        .order_by("step_id", "completion_index")
+        .values_list("step_id", "completion_index", "text", "rating")
+    ):
+        steps[step_id].ratings.append((completion, text, rating))
+    return by_session
+
+
+def _own_rating(step: _Step, own_text: str | None) -> tuple[int | None, int | None]:
+    """(completion index, rating) of the solution's own step; index None for a human one."""
+    rated = {c: (text, rating) for c, text, rating in step.ratings if rating is not None}
+    if step.chosen in rated and (own_text is None or rated[step.chosen][0] == own_text):
+        return step.chosen, rated[step.chosen][1]
+    for completion, (text, rating) in rated.items():
+        if text == own_text:
+            return completion, rating
+    if isinstance(step.human, dict) and step.human.get("text") == own_text:
+        corrected = step.human.get("corrected_rating")
+        if (
+            isinstance(corrected, int)
+            and not isinstance(corrected, bool)
+            and corrected in (-1, 0, 1)
+        ):
+            return None, corrected
+        return None, 1
+    return None, None
+
+
+def _session_examples(
+    *,
+    problem_id: int,
+    solution_id: int,
+    problem: str,
+    solution_steps: list[str],
+    steps: list[_Step],
+) -> list[Example]:
+    texts: list[str] = []
+    labels: list[int] = []
+    alternatives: list[Example] = []
+    for expected, step in enumerate(steps):
+        if step.index != expected or step.index >= len(solution_steps):
+            break  # a gap or a label past the solution's end: nothing after it is trustworthy
+        own_text = solution_steps[step.index]
+        own, rating = _own_rating(step, own_text)
+        for completion, text, alt_rating in step.ratings:
+            if completion != own and alt_rating is not None and text != own_text:
+                alternatives.append(
+                    Example(
+                        problem_id=problem_id,
+                        solution_id=None,
+                        problem=problem,
+                        steps=[*texts, text],
+                        labels=[*labels, alt_rating],
+                    )
+                )
+        if rating is None:
+            break  # an unrated step (give up, bad problem) ends what was labeled
+        texts.append(own_text)
+        labels.append(rating)
+        if rating == -1:
+            break
+    own_example = [Example(problem_id, solution_id, problem, texts, labels)] if texts else []
+    return own_example + alternatives
+
+
+def split_by_problem(
+    examples: list[Example], *, eval_fraction: float = 0.1, seed: int = 0
+) -> tuple[list[Example], list[Example]]:
+    """(train, eval): a seeded share of the problems is held out with all its examples."""
+    problem_ids = sorted({e.problem_id for e in examples})
+    random.Random(seed).shuffle(problem_ids)
+    if len(problem_ids) < 2 or eval_fraction <= 0:
+        held = 0
+    else:
+        held = min(len(problem_ids) - 1, max(1, round(eval_fraction * len(problem_ids))))
+    held_out = set(problem_ids[:held])
+    train = [e for e in examples if e.problem_id not in held_out]
+    evaluation = [e for e in examples if e.problem_id in held_out]
+    return train, evaluation
+
+
+def snapshot_hash(examples: list[Example]) -> str:
+    """sha256 of the examples in order: equal data, equal hash, on any machine."""
+    digest = hashlib.sha256()
+    for example in examples:
+        line = json.dumps(asdict(example), sort_keys=True, ensure_ascii=False)
+        digest.update(line.encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def corpus(examples: list[Example]):
+    """The texts a built-in tokenizer is trained on: each problem once, then every step."""
+    seen: set[int] = set()
+    for example in examples:
+        if example.problem_id not in seen:
+            seen.add(example.problem_id)
+            yield example.problem
+        yield from example.steps

@@ -1,0 +1,98 @@
+"""Held-out metrics of a PRM: pure functions over step scores and human labels.
+
+A step counts as ok when its label is +1, or 0 too when neutral steps count as positive (the
+same rule that turns class probabilities into a step score). A predicted step is ok when its
+score is at least THRESHOLD.
+"""
+
+from collections.abc import Sequence
+
+THRESHOLD = 0.5
+
+
+def is_ok(label: int, *, neutral_as_positive: bool = True) -> bool:
+    return label == 1 or (neutral_as_positive and label == 0)
+
+
+def auroc(scores: Sequence[float], positives: Sequence[bool]) -> float | None:
+    """Area under the ROC curve (Mann-Whitney U, ties counted half); None with one class."""
+    n_pos = sum(1 for p in positives if p)
+    n_neg = len(positives) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = sorted(range(len(scores)), key=lambda i: scores[i])
+    rank_sum = 0.0
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and scores[order[j + 1]] == scores[order[i]]:
+            j += 1
+        average_rank = (i + j) / 2 + 1  # ranks are 1-based; tied scores share their mean
+        rank_sum += average_rank * sum(1 for k in order[i : j + 1] if positives[k])
+        i = j + 1
+    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def step_metrics(
+    step_scores: Sequence[Sequence[float]],
+    labels: Sequence[Sequence[int]],
+    *,
+    neutral_as_positive: bool = True,
+) -> dict:
+    scores = [s for row in step_scores for s in row]
+    truth = [is_ok(x, neutral_as_positive=neutral_as_positive) for row in labels for x in row]
+    correct = sum(1 for s, t in zip(scores, truth, strict=True) if (s >= THRESHOLD) == t)
+    return {
+        "step_accuracy": correct / len(scores) if scores else None,
+        "step_auroc": auroc(scores, truth),
+        "eval_steps": len(scores),
+    }
+
+
+def first_error_metrics(
+    step_scores: Sequence[Sequence[float]], labels: Sequence[Sequence[int]]
+) -> dict:
+    """ProcessBench-style: find the first wrong step, or say there is none.
+
+    Accuracy on erroneous solutions (the predicted first error is the labeled one), on
+    correct ones (no step predicted wrong), and their harmonic mean.
+    """
+    hits = {True: 0, False: 0}
+    totals = {True: 0, False: 0}
+    for scores, row in zip(step_scores, labels, strict=True):
+        truth = row.index(-1) if -1 in row else None
+        predicted = next((i for i, s in enumerate(scores) if s < THRESHOLD), None)
+        erroneous = truth is not None
+        totals[erroneous] += 1
+        hits[erroneous] += predicted == truth
+    acc_erroneous = hits[True] / totals[True] if totals[True] else None
+    acc_correct = hits[False] / totals[False] if totals[False] else None
+    if acc_erroneous is None or acc_correct is None:
+        f1 = None
+    elif acc_erroneous + acc_correct == 0:
+        f1 = 0.0
+    else:
+        f1 = 2 * acc_erroneous * acc_correct / (acc_erroneous + acc_correct)
+    return {
+        "first_error_f1": f1,
+        "first_error_acc_erroneous": acc_erroneous,
+        "first_error_acc_correct": acc_correct,
+    }
+
+
+def best_of_n(candidates: Sequence[Sequence[tuple[float, bool]]]) -> dict:
+    """Per problem, pick the highest-scored solution; how often is its final answer correct?
+
+    `candidates` holds, per problem with at least two solutions, (solution score, is correct)
+    pairs. Also reports a random pick's expected accuracy, the floor the PRM should beat.
+    """
+    groups = [g for g in candidates if len(g) >= 2]
+    if not groups:
+        return {"best_of_n": None, "best_of_n_random": None, "best_of_n_problems": 0}
+    picked = [max(g, key=lambda pair: pair[0])[1] for g in groups]
+    random_pick = [sum(ok for _, ok in g) / len(g) for g in groups]
+    return {
+        "best_of_n": sum(picked) / len(groups),
+        "best_of_n_random": sum(random_pick) / len(groups),
+        "best_of_n_problems": len(groups),
+    }

@@ -1,0 +1,403 @@
+"""The process reward model: a causal-LM backbone and a 3-class head read at step tags.
+
+A solution is encoded as the problem, then every step followed by one `STEP_TAG` token. The
+head reads the backbone's hidden state at each tag and predicts the step's rating (-1, 0, +1),
+so one forward pass scores every step. The loss is taken only at tag positions.
+
+Backbone: any local transformers checkpoint (`base_model`, e.g. settings.PRM_BASE_MODEL) or,
+without one, a tiny Llama-shaped config with a byte-level BPE tokenizer trained on the given
+corpus, so demos, tests and CPU machines work offline.
+"""
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+STEP_TAG = "<step>"
+PAD = "<pad>"
+EOS = "</s>"
+# Head class i stands for rating CLASSES[i]; a rating r is class r + 1.
+CLASSES = (-1, 0, 1)
+IGNORE = -100
+FORMAT_VERSION = 1
+SETTINGS_FILE = "prm.json"
+HEAD_FILE = "head.safetensors"
+
+# The built-in backbone: small enough to train in seconds on a laptop CPU.
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "max_position_embeddings": 2048,
+}
+TINY_VOCAB = 4096
+MAX_LENGTH_CAP = 4096
+
+
+@dataclass
+class PRMSettings:
+    neutral_as_positive: bool = True  # step score = p(+1) + p(0); else p(+1)
+    aggregation: str = "product"  # "product" | "min" | "last"
+
+
+# Solution score from step scores: a registry, chosen by PRMSettings.aggregation.
+AGGREGATIONS = {
+    "product": lambda scores: math.prod(scores),
+    "min": min,
+    "last": lambda scores: scores[-1],
+}
+
+
+def solution_score(step_scores: list[float], *, aggregation: str = "product") -> float:
+    """How likely the whole solution is right, from the probability that each step is ok."""
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"Unknown aggregation {aggregation!r}: use one of {sorted(AGGREGATIONS)}.")
+    if not step_scores:
+        raise ValueError("A solution without steps has no score.")
+    return float(AGGREGATIONS[aggregation](step_scores))
+
+
+def configure_threads() -> None:
+    """Use the cores this process may run on (or OMP_NUM_THREADS), not torch's guess."""
+    wanted = os.environ.get("OMP_NUM_THREADS")
+    cores = int(wanted) if wanted and wanted.isdigit() else len(os.sched_getaffinity(0))
+    torch.set_num_threads(max(1, cores))
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class PRMModule(nn.Module):
+    """Backbone + head as one module, so a trainer (or accelerate) can wrap it whole."""
+
+    def __init__(self, backbone: nn.Module, hidden_size: int) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(hidden_size, len(CLASSES))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(loss, logits) at the selected positions, row-major.
+
+        `labels` has the shape of `input_ids`, IGNORE everywhere but at step tags; when given,
+        the positions are where labels are set and the loss is their mean cross-entropy.
+        Without labels, `positions` (a boolean mask) says where to read the head.
+        """
+        hidden = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+        ).last_hidden_state
+        if labels is not None:
+            positions = labels != IGNORE
+        # Only the tag positions go through the head: the rest of the sequence is context.
+        logits = self.head(hidden[positions]).float()
+        loss = F.cross_entropy(logits, labels[positions]) if labels is not None else None
+        return loss, logits
+
+
+@dataclass
+class Encoded:
+    input_ids: list[int]
+    labels: list[int]  # IGNORE except at step tags, where it is the class index
+
+
+class PRM:
+    """Backbone, head, tokenizer and settings; knows how to encode, score and save itself."""
+
+    def __init__(
+        self,
+        *,
+        module: PRMModule,
+        tokenizer,
+        settings: PRMSettings,
+        max_length: int,
+        base_model: str | None,
+        device: str | None = None,
+    ) -> None:
+        self.module = module
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.max_length = max_length
+        self.base_model = base_model
+        self.step_tag_id = _step_tag_id(tokenizer)
+        self.pad_id = tokenizer.pad_token_id
+        bos = tokenizer.bos_token_id
+        # Pretrained backbones saw BOS first in every document; the tiny one has none.
+        self.prefix = [bos] if bos is not None and base_model else []
+        self.device = torch.device(device or default_device())
+        self.module.to(self.device)
+        self.module.eval()
+
+    # --- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        base_model: str | None,
+        corpus: Iterable[str],
+        settings: PRMSettings | None = None,
+        seed: int = 0,
+    ) -> "PRM":
+        from transformers import AutoModel, AutoTokenizer, LlamaConfig
+
+        settings = settings or PRMSettings()
+        torch.manual_seed(seed)
+        if base_model:
+            tokenizer = AutoTokenizer.from_pretrained(base_model)
+            tokenizer.add_special_tokens({"additional_special_tokens": [STEP_TAG]})
+            if tokenizer.pad_token is None:
+                tokenizer.add_special_tokens({"pad_token": PAD})
+            backbone = AutoModel.from_pretrained(base_model, dtype=torch.float32)
+            if backbone.get_input_embeddings().num_embeddings < len(tokenizer):
+                backbone.resize_token_embeddings(len(tokenizer))
+        else:
+            tokenizer = train_tokenizer(corpus)
+            config = LlamaConfig(
+                vocab_size=len(tokenizer),
+                pad_token_id=tokenizer.pad_token_id,
+                bos_token_id=None,
+                eos_token_id=tokenizer.eos_token_id,
+                tie_word_embeddings=False,
+                **TINY,
+            )
+            backbone = AutoModel.from_config(config)
+        hidden_size = backbone.config.hidden_size
+        module = PRMModule(backbone, hidden_size)
+        nn.init.normal_(module.head.weight, std=0.02)
+        nn.init.zeros_(module.head.bias)
+        positions = getattr(backbone.config, "max_position_embeddings", None) or MAX_LENGTH_CAP
+        return cls(
+            module=module,
+            tokenizer=tokenizer,
+            settings=settings,
+            max_length=min(positions, MAX_LENGTH_CAP),
+            base_model=base_model,
+        )
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: str | None = None) -> "PRM":
+        from transformers import AutoModel, AutoTokenizer
+
+        path = Path(path)
+        meta = json.loads((path / SETTINGS_FILE).read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT_VERSION:
+            raise ValueError(f"{path} is not a PRM checkpoint of format {FORMAT_VERSION}.")
+        known = {f.name for f in fields(PRMSettings)}
+        settings = PRMSettings(**{k: v for k, v in meta["settings"].items() if k in known})
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        backbone = AutoModel.from_pretrained(path, dtype=torch.float32)
+        module = PRMModule(backbone, backbone.config.hidden_size)
+        module.head.load_state_dict(load_file(path / HEAD_FILE))
+        return cls(
+            module=module,
+            tokenizer=tokenizer,
+            settings=settings,
+            max_length=meta["max_length"],
+            base_model=meta.get("base_model"),
+            device=device,
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write the checkpoint directory atomically: complete under `path`, or not at all."""
+        path = Path(path)
+        if path.exists():
+            raise FileExistsError(f"{path} already exists; a checkpoint is never overwritten.")
+        # Same parent, so the final rename stays on one filesystem and is atomic.
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+        try:
+            self.module.backbone.save_pretrained(tmp)
+            head = {
+                k: v.detach().cpu().contiguous() for k, v in self.module.head.state_dict().items()
+            }
+            save_file(head, tmp / HEAD_FILE)
+            self.tokenizer.save_pretrained(tmp)
+            meta = {
+                "format": FORMAT_VERSION,
+                "step_tag": STEP_TAG,
+                "classes": list(CLASSES),
+                "settings": asdict(self.settings),
+                "max_length": self.max_length,
+                "base_model": self.base_model,
+            }
+            (tmp / SETTINGS_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+            tmp.rename(path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    # --- encoding -------------------------------------------------------------------------
+
+    def encode(self, problem: str, steps: Sequence[str], labels: Sequence[int] | None = None):
+        """Token ids of problem + (step, tag)*; with labels, the class at each tag."""
+        pieces = [self._ids(f"{problem}\n\n")] + [self._ids(step) for step in steps]
+        budget = self.max_length - len(self.prefix) - len(steps)
+        if budget < 0:
+            raise ValueError(
+                f"{len(steps)} steps do not fit in {self.max_length} tokens with a tag each."
+            )
+        cap = _fit(pieces, budget)
+        input_ids = list(self.prefix) + pieces[0][:cap]
+        target = [IGNORE] * len(input_ids)
+        for i, piece in enumerate(pieces[1:]):
+            input_ids += piece[:cap] + [self.step_tag_id]
+            target += [IGNORE] * len(piece[:cap])
+            target.append(labels[i] + 1 if labels is not None else IGNORE)
+        return Encoded(input_ids=input_ids, labels=target)
+
+    def _ids(self, text: str) -> list[int]:
+        # A literal tag inside problem or step text must not become a step boundary.
+        ids = self.tokenizer.encode(text.replace(STEP_TAG, "< step>"), add_special_tokens=False)
+        return [i for i in ids if i != self.step_tag_id]
+
+    # --- inference ------------------------------------------------------------------------
+
+    def autocast(self):
+        if self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def class_probabilities(
+        self, *, problems: list[str], steps: list[list[str]], batch_size: int = 16
+    ) -> list[torch.Tensor]:
+        """Per solution, a (steps, 3) tensor of p(-1), p(0), p(+1), in the input order."""
+        encoded = [self.encode(p, s).input_ids for p, s in zip(problems, steps, strict=True)]
+        # Similar lengths in one batch waste little compute on padding.
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        out: list[torch.Tensor | None] = [None] * len(encoded)
+        self.module.eval()
+        with torch.inference_mode(), self.autocast():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                input_ids, _ = pad([encoded[i] for i in chunk], self.pad_id)
+                input_ids = input_ids.to(self.device)
+                # No attention mask: padding is on the right and attention is causal, so no
+                # real token can see a pad, and pads are never read. Without a mask, sdpa
+                # takes its fused causal kernel instead of materialising a padded mask.
+                _, logits = self.module(input_ids, positions=input_ids == self.step_tag_id)
+                probs = logits.softmax(-1).cpu()
+                # Positions come out row-major: each row's tags, in step order.
+                offset = 0
+                for i in chunk:
+                    n = len(steps[i])
+                    out[i] = probs[offset : offset + n]
+                    offset += n
+        return out  # type: ignore[return-value]
+
+    def step_scores_from(self, probs: torch.Tensor) -> list[float]:
+        ok = probs[:, CLASSES.index(1)]
+        if self.settings.neutral_as_positive:
+            ok = ok + probs[:, CLASSES.index(0)]
+        return [float(x) for x in ok]
+
+    def score(
+        self, *, problems: list[str], steps: list[list[str]], batch_size: int = 16
+    ) -> list[list[float]]:
+        """p(step ok) for every step of every solution, in the input order."""
+        probs = self.class_probabilities(problems=problems, steps=steps, batch_size=batch_size)
+        return [self.step_scores_from(p) for p in probs]
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def train_tokenizer(corpus: Iterable[str], *, vocab_size: int = TINY_VOCAB):
+    """A byte-level BPE tokenizer trained on the given texts, with the PRM's special tokens."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        (text for text in corpus if text),
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=[PAD, EOS, STEP_TAG],
+        show_progress=False,
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer, pad_token=PAD, eos_token=EOS
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": [STEP_TAG]})
+    return tokenizer
+
+
+def _step_tag_id(tokenizer) -> int:
+    ids = tokenizer.encode(STEP_TAG, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(f"The step tag {STEP_TAG!r} must be one token; it is {ids}.")
+    inside = tokenizer.encode(f"x = 1{STEP_TAG}Then", add_special_tokens=False)
+    if inside.count(ids[0]) != 1:
+        raise ValueError(f"The step tag {STEP_TAG!r} does not stay one token inside text.")
+    return ids[0]
+
+
+def _fit(pieces: list[list[int]], budget: int) -> int:
+    """The largest per-piece length cap under which all pieces fit in `budget` tokens."""
+    longest = max((len(p) for p in pieces), default=0)
+    if sum(len(p) for p in pieces) <= budget:
+        return longest
+    low, high = 0, longest
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(len(p), mid) for p in pieces) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def pad(rows: list[list[int]], pad_id: int, *, fill: int | None = None):
+    """Right-padded (ids, attention mask) tensors; `fill` overrides the pad value."""
+    width = max(len(r) for r in rows)
+    value = pad_id if fill is None else fill
+    ids = torch.full((len(rows), width), value, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[i, : len(row)] = 1
+    return ids, mask
+
+
+def pack(rows: list[list[int]], *, attn_implementation: str | None, dtype=torch.float32):
+    """Several sequences as one row, without padding and without attention across them.
+
+    Returns (input_ids, position_ids, attention_mask) of batch size 1. Position ids restart
+    at 0 for every sequence. flash-attention derives its varlen boundaries from those
+    restarts, so it gets no mask; for the other kernels the mask is a block-diagonal causal
+    4D mask (boolean for sdpa, additive in `dtype` for eager), which transformers uses as is.
+    """
+    input_ids = torch.tensor([[t for row in rows for t in row]], dtype=torch.long)
+    position_ids = torch.cat([torch.arange(len(row)) for row in rows]).unsqueeze(0)
+    if attn_implementation and attn_implementation.startswith("flash"):
+        return input_ids, position_ids, None
+    sequence = torch.cat([torch.full((len(row),), i) for i, row in enumerate(rows)])
+    same = sequence[:, None] == sequence[None, :]
+    causal = torch.ones(len(sequence), len(sequence), dtype=torch.bool).tril()
+    allowed = (same & causal)[None, None]
+    if attn_implementation == "eager":
+        mask = torch.zeros(allowed.shape, dtype=dtype)
+        return input_ids, position_ids, mask.masked_fill(~allowed, torch.finfo(dtype).min)
+    return input_ids, position_ids, allowed

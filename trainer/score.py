@@ -1,0 +1,63 @@
+"""Score stored solutions with a PRM and write the scores back in bulk.
+
+Solutions are read in chunks; within a chunk the PRM sorts them by length into batches (one
+forward pass per batch, under torch.inference_mode, bf16 autocast on CUDA), and the chunk's
+step scores, solution scores and model version are written with one bulk_update per chunk.
+"""
+
+from collections.abc import Iterable
+
+from labeling.models import Solution
+from trainer.prm import PRM, configure_threads, solution_score
+
+READ_CHUNK = 2_000
+WRITE_CHUNK = 500
+
+
+def score_solutions(
+    *,
+    prm: PRM,
+    solution_ids: Iterable[int],
+    model_version_id: int | None,
+    batch_size: int = 32,
+) -> int:
+    """Score the given solutions; returns how many were written."""
+    configure_threads()
+    ids = sorted(set(solution_ids))
+    written = 0
+    for start in range(0, len(ids), READ_CHUNK):
+        rows = list(
+            Solution.objects.filter(pk__in=ids[start : start + READ_CHUNK])
+            .order_by("pk")
+            .values_list("pk", "problem__text", "steps")
+        )
+        # A solution without steps gets no score rather than a made-up one.
+        scored = [(pk, text, steps) for pk, text, steps in rows if steps]
+        step_scores = prm.score(
+            problems=[text for _, text, _ in scored],
+            steps=[steps for _, _, steps in scored],
+            batch_size=batch_size,
+        )
+        by_pk = dict(zip((pk for pk, _, _ in scored), step_scores, strict=True))
+        updates = []
+        for pk, _, _ in rows:
+            scores = by_pk.get(pk)
+            updates.append(
+                Solution(
+                    pk=pk,
+                    prm_step_scores=scores,
+                    prm_score=(
+                        solution_score(scores, aggregation=prm.settings.aggregation)
+                        if scores
+                        else None
+                    ),
+                    prm_model_version_id=model_version_id,
+                )
+            )
+        Solution.objects.bulk_update(
+            updates,
+            ["prm_step_scores", "prm_score", "prm_model_version"],
+            batch_size=WRITE_CHUNK,
+        )
+        written += len(updates)
+    return written

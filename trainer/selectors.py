@@ -1,0 +1,37 @@
+"""Reads for the researcher pages and the retrain schedule."""
+
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from labeling.models import LabelingSession
+from trainer.models import ModelVersion, TrainingRun
+
+
+def submitted_sessions_since(*, since: datetime | None) -> int:
+    sessions = LabelingSession.objects.filter(submitted_at__isnull=False)
+    if since is not None:
+        sessions = sessions.filter(submitted_at__gt=since)
+    return sessions.count()
+
+
+def training_runs() -> QuerySet[TrainingRun]:
+    return TrainingRun.objects.select_related("triggered_by", "model_version").defer("log_tail")
+
+
+def training_run(*, run_id: int) -> TrainingRun:
+    return TrainingRun.objects.select_related("triggered_by", "model_version").get(pk=run_id)
+
+
+def model_versions() -> QuerySet[ModelVersion]:
+    return ModelVersion.objects.select_related("training_run")
+
+
+def active_model_version() -> ModelVersion | None:
+    return ModelVersion.objects.filter(is_active=True).first()
+
+
+def key_metric(metrics: dict | None) -> float | None:
+    """The held-out metric promotion compares on (PRM_PROMOTE_METRIC)."""
+    return (metrics or {}).get(settings.PRM_PROMOTE_METRIC)

@@ -1,0 +1,58 @@
+"""Celery shells around trainer.services. Routing: training and scoring on `gpu`, the periodic
+check on `default` (CELERY_TASK_ROUTES).
+
+Delivery choices for training: `acks_late=True` so a message taken by a worker that dies
+before it starts the run is delivered again, and `reject_on_worker_lost` left off so a run
+that kills its worker (out of memory, a hard time limit) is not re-queued forever. A
+redelivered message is harmless either way: `execute_training_run` only starts a *queued*
+run, and a run whose worker died is failed by `mark_stale_runs_failed` (at worker start and
+from the periodic task) instead of being re-run behind the researcher's back.
+"""
+
+from datetime import timedelta
+
+from celery import shared_task
+from celery.signals import worker_ready
+from django.conf import settings
+from django.utils import timezone
+
+from trainer import services
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=settings.PRM_TRAIN_SOFT_TIME_LIMIT,
+    time_limit=settings.PRM_TRAIN_TIME_LIMIT,
+)
+def train_prm(self, run_id: int) -> str:
+    run = services.execute_training_run(run_id=run_id, worker_hostname=self.request.hostname or "")
+    return run.status
+
+
+@shared_task(
+    acks_late=True,
+    soft_time_limit=settings.PRM_SCORE_SOFT_TIME_LIMIT,
+    time_limit=settings.PRM_SCORE_TIME_LIMIT,
+)
+def score_solutions(model_version_id: int, solution_ids: list[int] | None = None) -> int:
+    # Idempotent (the same version writes the same scores), so a redelivery is harmless.
+    return services.score_with_model_version(
+        model_version_id=model_version_id, solution_ids=solution_ids
+    )
+
+
+@shared_task
+def periodic_retrain() -> int | None:
+    run = services.maybe_start_scheduled_training()
+    return run.pk if run else None
+
+
+@worker_ready.connect
+def fail_runs_of_dead_workers(sender=None, **kwargs) -> None:
+    # A worker that starts under the name of one that was killed mid-run finds that run
+    # at once, without waiting for its heartbeat to go stale.
+    services.mark_stale_runs_failed(
+        older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS),
+        worker_hostname=getattr(sender, "hostname", "") or "",
+    )

@@ -1,0 +1,333 @@
+"""Training runs as records: lifecycle, failure, cancellation, dead workers, promotion, schedule.
+
+Runs here call the service that is the body of the Celery task, in-process, with the real
+tiny PRM trainer (one epoch on a few labeled demo problems).
+"""
+
+import os
+import subprocess
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError
+
+from labeling.models import Solution
+from labeling.services import get_or_create_labeler
+from trainer import services
+from trainer.models import ModelVersion, TrainingRun
+from trainer.tests.labels import label_demo_solutions, submit_gold_sessions, user_with_role
+
+pytestmark = pytest.mark.django_db
+
+TINY = {"epochs": 1, "batch_size": 8, "eval_fraction": 0.3}
+
+
+@pytest.fixture(autouse=True)
+def model_dir(settings, tmp_path) -> Path:
+    settings.PRM_MODEL_DIR = tmp_path / "models"
+    # The heartbeat thread uses its own connection, which cannot see rows of a test's open
+    # transaction; the recorder's own throttled writes carry the heartbeat here.
+    settings.PRM_HEARTBEAT_SECONDS = 3600
+    settings.PRM_AUTO_PROMOTE = True
+    settings.PRM_PROMOTE_METRIC = "step_auroc"
+    return settings.PRM_MODEL_DIR
+
+
+@pytest.fixture
+def researcher():
+    return user_with_role("rita", "researcher")
+
+
+@pytest.fixture
+def labeled():
+    return label_demo_solutions(problems=4)
+
+
+def run_once(*, user, params=TINY) -> TrainingRun:
+    run = services.request_training_run(user=user, params=params)
+    assert run.status == TrainingRun.Status.QUEUED
+    return services.execute_training_run(run_id=run.pk, worker_hostname="celery@test")
+
+
+def test_a_run_goes_from_queued_to_succeeded_with_an_active_model_version(
+    researcher, labeled, model_dir
+):
+    run = run_once(user=researcher)
+
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
+    assert run.started_at <= run.finished_at
+    assert run.triggered_by == researcher
+    assert run.worker_hostname == "celery@test"
+    # The data snapshot: every labeled step prefix of the 4 problems, and its hash.
+    assert run.dataset_size >= labeled
+    assert len(run.dataset_hash) == 64
+    assert run.snapshot_at is not None
+    # Progress and metrics were streamed in.
+    assert run.total_steps > 0 and run.step == run.total_steps
+    assert len(run.metrics) == 1
+    assert "step_accuracy" in run.metrics[-1]
+    assert "Checkpoint written" in run.log_tail
+
+    version = run.model_version
+    assert Path(version.checkpoint_path) == model_dir / f"run-{run.pk}"
+    assert (model_dir / f"run-{run.pk}").is_dir()
+    assert version.metrics["step_accuracy"] == run.metrics[-1]["step_accuracy"]
+    # The first model with a computable metric becomes the active one.
+    if version.metrics.get("step_auroc") is not None:
+        assert version.is_active and version.promoted_at is not None
+
+
+def test_training_without_labels_fails_with_the_reason_and_no_model(researcher, model_dir):
+    run = run_once(user=researcher)
+
+    assert run.status == TrainingRun.Status.FAILED
+    assert "No labeled examples" in run.error
+    assert run.finished_at is not None
+    assert not ModelVersion.objects.exists()
+    assert not (model_dir / f"run-{run.pk}").exists()
+
+
+def test_a_run_over_one_problem_fails_asking_for_a_held_out_problem(researcher, model_dir):
+    label_demo_solutions(problems=1)
+    run = run_once(user=researcher)
+
+    assert run.status == TrainingRun.Status.FAILED
+    assert "at least two problems" in run.error
+    assert not ModelVersion.objects.exists()
+
+
+def test_a_queued_run_cancelled_never_starts(researcher, labeled):
+    run = services.request_training_run(user=researcher, params=TINY)
+    cancelled = services.cancel_training_run(run_id=run.pk)
+    assert cancelled.status == TrainingRun.Status.CANCELLED
+
+    # The task message still arrives at a worker: it must not train.
+    after = services.execute_training_run(run_id=run.pk)
+    assert after.status == TrainingRun.Status.CANCELLED
+    assert after.started_at is None
+    assert not ModelVersion.objects.exists()
+    with pytest.raises(services.TrainingRefused, match="already cancelled"):
+        services.cancel_training_run(run_id=run.pk)
+
+
+def test_a_running_run_cancelled_stops_at_a_step_boundary_without_a_model(
+    researcher, labeled, model_dir
+):
+    run = services.request_training_run(user=researcher, params={**TINY, "epochs": 50})
+    # The researcher presses Cancel just as the worker picks the run up.
+    real_execute_update = services._RunRecorder.flush
+
+    def flush_then_cancel(recorder):
+        real_execute_update(recorder)
+        TrainingRun.objects.filter(pk=run.pk, status="running").update(cancel_requested=True)
+
+    with mock.patch.object(services._RunRecorder, "flush", flush_then_cancel):
+        run = services.execute_training_run(run_id=run.pk)
+
+    assert run.status == TrainingRun.Status.CANCELLED
+    assert run.step < run.total_steps or run.total_steps == 0
+    assert not ModelVersion.objects.exists()
+    assert not (model_dir / f"run-{run.pk}").exists()
+
+
+def test_only_one_run_is_live_at_a_time(researcher):
+    first = services.request_training_run(user=researcher, params=TINY)
+    with pytest.raises(services.TrainingRefused, match=f"run {first.pk} is still queued"):
+        services.request_training_run(user=researcher, params=TINY)
+    # The database holds the line even for code that skips the service.
+    with pytest.raises(IntegrityError), transaction.atomic():
+        TrainingRun.objects.create(status=TrainingRun.Status.RUNNING)
+    services.cancel_training_run(run_id=first.pk)
+    assert services.request_training_run(user=researcher, params=TINY).is_live
+
+
+def test_bad_parameters_are_refused_by_name(researcher):
+    with pytest.raises(services.TrainingRefused, match="Unknown training parameter"):
+        services.request_training_run(user=researcher, params={"epochz": 3})
+    with pytest.raises(services.TrainingRefused, match="epochs must be positive"):
+        services.request_training_run(user=researcher, params={"epochs": 0})
+    with pytest.raises(services.TrainingRefused, match="generation_min is above"):
+        services.request_training_run(
+            user=researcher, params={"generation_min": 3, "generation_max": 1}
+        )
+    assert not TrainingRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_broker_that_is_down_fails_the_run_with_a_clear_message(researcher):
+    # Outside any transaction, as in a request: the run is committed, then enqueued at once.
+    down = OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    with (
+        mock.patch("trainer.tasks.train_prm.apply_async", side_effect=down),
+        pytest.raises(services.BrokerUnavailable, match="broker is unreachable"),
+    ):
+        services.request_training_run(user=researcher, params=TINY)
+
+    run = TrainingRun.objects.get()
+    assert run.status == TrainingRun.Status.FAILED
+    assert "Connection refused" in run.error
+    # A failed enqueue does not block the next request.
+    with mock.patch("trainer.tasks.train_prm.apply_async") as apply_async:
+        again = services.request_training_run(user=researcher, params=TINY)
+    assert again.status == TrainingRun.Status.QUEUED
+    apply_async.assert_called_once_with((again.pk,), task_id=again.celery_task_id)
+
+
+def running_run(**fields) -> TrainingRun:
+    now = timezone.now()
+    return TrainingRun.objects.create(
+        status=TrainingRun.Status.RUNNING, started_at=now, heartbeat_at=now, **fields
+    )
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
+
+
+def test_a_run_whose_worker_stopped_beating_is_marked_failed():
+    now = timezone.now()
+    silent = running_run(worker_hostname="celery@gpu1")
+    TrainingRun.objects.filter(pk=silent.pk).update(heartbeat_at=now - timedelta(minutes=10))
+    failed = services.mark_stale_runs_failed(older_than=now - timedelta(minutes=5))
+
+    silent.refresh_from_db()
+    assert failed == [silent.pk]
+    assert silent.status == TrainingRun.Status.FAILED
+    assert "celery@gpu1 stopped during the run" in silent.error
+    assert silent.finished_at is not None
+
+
+def test_a_beating_run_is_left_alone_unless_its_restarted_worker_lost_it():
+    now = timezone.now()
+    beating = running_run(worker_hostname="celery@gpu1", worker_pid=os.getpid())
+    assert services.mark_stale_runs_failed(older_than=now - timedelta(minutes=5)) == []
+    # Same worker name, but the process that ran it is alive: still left alone.
+    assert (
+        services.mark_stale_runs_failed(
+            older_than=now - timedelta(minutes=5), worker_hostname="celery@gpu1"
+        )
+        == []
+    )
+    # The worker was killed and restarted: its old process is gone, so the run is too.
+    TrainingRun.objects.filter(pk=beating.pk).update(worker_pid=dead_pid())
+    assert services.mark_stale_runs_failed(
+        older_than=now - timedelta(minutes=5), worker_hostname="celery@gpu1"
+    ) == [beating.pk]
+
+
+def test_a_dead_run_does_not_block_the_next_request(researcher, settings):
+    settings.PRM_RUN_STALE_SECONDS = 60
+    dead = running_run()
+    TrainingRun.objects.filter(pk=dead.pk).update(
+        heartbeat_at=timezone.now() - timedelta(minutes=5)
+    )
+    run = services.request_training_run(user=researcher, params=TINY)
+    dead.refresh_from_db()
+    assert dead.status == TrainingRun.Status.FAILED
+    assert run.status == TrainingRun.Status.QUEUED
+
+
+@pytest.mark.parametrize(
+    ("active_auroc", "promoted"), [(-1.0, True), (2.0, False)], ids=["worse", "unbeatable"]
+)
+def test_a_new_model_is_promoted_only_when_it_beats_the_active_one(
+    researcher, labeled, active_auroc, promoted
+):
+    active = ModelVersion.objects.create(
+        name="old", checkpoint_path="/nowhere", metrics={"step_auroc": active_auroc}
+    )
+    services.promote_model_version(model_version_id=active.pk)
+
+    run = run_once(user=researcher)
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
+    if run.model_version.metrics.get("step_auroc") is None:
+        pytest.skip("the held-out split had a single class: AUROC undefined")
+
+    active.refresh_from_db()
+    run.model_version.refresh_from_db()
+    assert run.model_version.is_active is promoted
+    assert active.is_active is not promoted
+    assert ("not promoted" in run.log_tail) is not promoted
+    assert ModelVersion.objects.filter(is_active=True).count() == 1
+
+
+def test_a_new_model_is_not_promoted_when_automatic_promotion_is_off(researcher, labeled, settings):
+    settings.PRM_AUTO_PROMOTE = False
+    run = run_once(user=researcher)
+    assert run.status == TrainingRun.Status.SUCCEEDED, run.error
+    assert not run.model_version.is_active
+    assert "automatic promotion is off" in run.log_tail
+
+
+def test_promoting_keeps_exactly_one_active_model_version(django_capture_on_commit_callbacks):
+    first = ModelVersion.objects.create(name="a", checkpoint_path="/a")
+    second = ModelVersion.objects.create(name="b", checkpoint_path="/b")
+    with (
+        mock.patch("trainer.tasks.score_solutions.delay") as rescore,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        services.promote_model_version(model_version_id=first.pk)
+        services.promote_model_version(model_version_id=second.pk)
+        services.promote_model_version(model_version_id=second.pk)  # already active: no-op
+
+    assert list(ModelVersion.objects.filter(is_active=True)) == [second]
+    # Each promotion rescored every solution with the new active version, once.
+    assert [c.args for c in rescore.call_args_list] == [(first.pk,), (second.pk,)]
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ModelVersion.objects.filter(pk=first.pk).update(is_active=True)
+
+
+def test_scoring_everything_with_a_superseded_version_is_skipped():
+    old = ModelVersion.objects.create(name="old", checkpoint_path="/nowhere")
+    ModelVersion.objects.create(name="new", checkpoint_path="/new", is_active=True)
+    assert services.score_with_model_version(model_version_id=old.pk) == 0
+
+
+def test_the_schedule_retrains_only_after_enough_new_submitted_sessions(researcher, settings):
+    settings.PRM_RETRAIN_MIN_NEW_LABELS = 5
+    label_demo_solutions(problems=1)  # 3 sessions
+    assert services.maybe_start_scheduled_training() is None
+
+    labeler = get_or_create_labeler(user=researcher)
+    more = Solution.objects.filter(problem_id__in=Solution.objects.values("problem_id")[3:4])
+    submit_gold_sessions(labeler=labeler, solutions=more)  # 3 more: 6 >= 5
+    run = services.maybe_start_scheduled_training()
+    assert run is not None and run.triggered_by is None and run.status == "queued"
+    # Not while that run is live.
+    assert services.maybe_start_scheduled_training() is None
+
+    # It succeeded with a snapshot taken now: only sessions after it count from here on.
+    TrainingRun.objects.filter(pk=run.pk).update(
+        status="succeeded", snapshot_at=timezone.now(), params={**run.params, "epochs": 7}
+    )
+    assert services.maybe_start_scheduled_training() is None
+    later = Solution.objects.exclude(sessions__isnull=False)[:5]
+    submit_gold_sessions(
+        labeler=labeler, solutions=later, submitted_at=timezone.now() + timedelta(seconds=1)
+    )
+    rerun = services.maybe_start_scheduled_training()
+    assert rerun is not None
+    assert rerun.params["epochs"] == 7  # retrains the way the last good model was trained
+
+
+def test_the_train_prm_command_records_a_foreground_run(labeled, model_dir):
+    out = StringIO()
+    call_command(
+        "train_prm", "--epochs", "1", "--batch-size", "8", "--eval-fraction", "0.3", stdout=out
+    )
+    run = TrainingRun.objects.get()
+    assert run.status == "succeeded" and run.triggered_by is None
+    assert run.params["epochs"] == 1 and run.worker_hostname.startswith("manage.py@")
+    assert f"training run {run.pk} succeeded" in out.getvalue()
+    assert (model_dir / f"run-{run.pk}").is_dir()
+
+    with pytest.raises(CommandError, match="epochs must be positive"):
+        call_command("train_prm", "--epochs", "0")

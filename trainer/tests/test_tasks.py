@@ -1,0 +1,239 @@
+"""The Celery side of training: routing, delivery options, worker start-up recovery, and real
+workers (Redis broker) that train, score, and get killed mid-run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from celery.signals import worker_ready
+from django.conf import settings
+from django.db import connection
+from django.urls import reverse
+from django.utils import timezone
+from kombu import Connection
+
+from annotate.celery import app
+from labeling.models import Solution
+from trainer import tasks
+from trainer.models import ModelVersion, TrainingRun
+from trainer.tests.labels import label_demo_solutions, user_with_role
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_training_and_scoring_go_to_the_gpu_queue_and_the_schedule_check_does_not():
+    def queue(name: str) -> str:
+        return app.amqp.router.route({}, name)["queue"].name
+
+    assert queue("trainer.tasks.train_prm") == "gpu"
+    assert queue("trainer.tasks.score_solutions") == "gpu"
+    assert queue("trainer.tasks.periodic_retrain") == "default"
+    assert app.conf.worker_prefetch_multiplier == 1
+
+
+def test_training_is_acked_late_but_never_requeued_when_its_worker_dies():
+    assert tasks.train_prm.acks_late is True
+    assert not tasks.train_prm.reject_on_worker_lost
+    assert tasks.train_prm.soft_time_limit == settings.PRM_TRAIN_SOFT_TIME_LIMIT
+    assert tasks.train_prm.time_limit == settings.PRM_TRAIN_TIME_LIMIT
+    assert tasks.train_prm.soft_time_limit < tasks.train_prm.time_limit
+
+
+class Consumer:
+    """What Celery passes as the sender of worker_ready: it carries the worker's name."""
+
+    def __init__(self, hostname: str) -> None:
+        self.hostname = hostname
+
+
+@pytest.mark.django_db
+def test_a_restarted_worker_fails_the_run_its_killed_predecessor_left_running():
+    orphan = subprocess.Popen(["true"])
+    orphan.wait()
+    now = timezone.now()
+    lost = TrainingRun.objects.create(
+        status="running",
+        started_at=now,
+        heartbeat_at=now,
+        worker_hostname="celery@gpu2",
+        worker_pid=orphan.pid,
+    )
+
+    # Another worker starting says nothing about a run on gpu2, whose heartbeat is fresh.
+    worker_ready.send(sender=Consumer(hostname="celery@gpu1"))
+    lost.refresh_from_db()
+    assert lost.status == "running"
+
+    worker_ready.send(sender=Consumer(hostname="celery@gpu2"))
+    lost.refresh_from_db()
+    assert lost.status == "failed" and "celery@gpu2 stopped during the run" in lost.error
+
+
+@pytest.mark.django_db
+def test_the_periodic_task_starts_a_run_once_enough_labels_arrived(settings):
+    settings.PRM_RETRAIN_MIN_NEW_LABELS = 3
+    assert tasks.periodic_retrain() is None
+    label_demo_solutions(problems=1)
+    run_id = tasks.periodic_retrain()
+    run = TrainingRun.objects.get(pk=run_id)
+    assert run.status == "queued" and run.triggered_by is None
+
+
+# --- real workers -----------------------------------------------------------------------------
+
+
+def _database_url() -> str:
+    settings_dict = connection.settings_dict
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    return (
+        f"postgres://{settings_dict['USER']}@{settings_dict['HOST']}:{settings_dict['PORT']}"
+        f"/{settings_dict['NAME']}"
+    )
+
+
+@pytest.fixture
+def broker(redis_url):
+    """Publish from this process to Redis too, whatever the suite's own broker is."""
+    previous = (app.conf.broker_url, app.conf.broker_transport_options)
+    app.conf.broker_url, app.conf.broker_transport_options = redis_url, {}
+    app._after_fork()  # Celery's own reset of its pooled broker connections
+    with Connection(redis_url) as conn:
+        for queue in ("gpu", "default"):
+            # Messages left by an interrupted earlier run name rows that no longer exist.
+            conn.SimpleQueue(queue).clear()
+    yield redis_url
+    app.conf.broker_url, app.conf.broker_transport_options = previous
+    app._after_fork()
+
+
+@pytest.fixture
+def start_worker(broker, transactional_db, tmp_path):
+    processes = []
+
+    def start(name: str) -> subprocess.Popen:
+        env = dict(
+            os.environ,
+            DATABASE_URL=_database_url(),
+            CELERY_BROKER_URL=broker,
+            STEPWISE_VAR_DIR=str(tmp_path / "var"),
+            PRM_MODEL_DIR=str(tmp_path / "models"),
+            PRM_HEARTBEAT_SECONDS="1",
+        )
+        log = (tmp_path / f"worker-{len(processes)}.log").open("w")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "annotate", "worker", "-n", name]
+            + ["--queues", "gpu,default", "--concurrency", "1", "--pool", "solo"]
+            + ["--loglevel", "INFO"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        processes.append((process, log))
+        return process
+
+    yield start
+    for process, log in processes:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=60)
+        log.close()
+    for path in sorted(tmp_path.glob("worker-*.log")):
+        print(path.name, path.read_text()[-3000:])
+
+
+def wait_for(predicate, *, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def test_a_real_worker_trains_promotes_and_scores(start_worker, client, settings, tmp_path):
+    label_demo_solutions(problems=4)
+    client.force_login(user_with_role("rita", "researcher"))
+    start_worker(f"runs-e2e-{os.getpid()}@%h")
+
+    response = client.post(
+        reverse("run-list"),
+        {"epochs": "1", "learning_rate": "0.001", "batch_size": "8", "include_qc": "on"},
+    )
+    assert response.status_code == 302
+    run = TrainingRun.objects.get()
+
+    def finished():
+        run.refresh_from_db()
+        return run.status in TrainingRun.FINISHED
+
+    wait_for(finished, timeout=300, what="the training run to finish")
+    assert run.status == "succeeded", f"{run.status}: {run.error}\n{run.log_tail}"
+    assert run.worker_hostname.startswith("runs-e2e-")
+    assert run.heartbeat_at is not None and run.metrics
+
+    version = ModelVersion.objects.get(training_run=run)
+    assert version.is_active
+    assert Path(version.checkpoint_path).parent == tmp_path / "models"
+    from trainer.prm import PRM
+
+    PRM.load(version.checkpoint_path)  # the checkpoint is complete and loads
+
+    # Promotion queued a rescoring of every solution with the new active version.
+    def scored():
+        return not Solution.objects.exclude(prm_model_version=version).exists()
+
+    wait_for(scored, timeout=300, what="every solution to be scored by the new model")
+    solution = Solution.objects.order_by("pk").first()
+    assert 0.0 <= solution.prm_score <= 1.0
+    assert len(solution.prm_step_scores) == len(solution.steps)
+
+
+def test_killing_the_worker_mid_run_fails_the_run_and_keeps_the_active_model(
+    start_worker, settings, tmp_path
+):
+    label_demo_solutions(problems=4)
+    active = ModelVersion.objects.create(
+        name="trusted", checkpoint_path="/models/trusted", metrics={"step_auroc": 0.5}
+    )
+    active.is_active = True
+    active.save()
+    name = f"runs-kill-{os.getpid()}@%h"
+    first = start_worker(name)
+
+    from trainer import services
+
+    run = services.request_training_run(
+        user=None, params={"epochs": 500, "batch_size": 4, "eval_fraction": 0.3}
+    )
+
+    def training():
+        run.refresh_from_db()
+        return run.status == "running" and run.step > 0
+
+    wait_for(training, timeout=300, what="the run to be training")
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+
+    # The replacement worker (same name) notices at start-up, without waiting for staleness.
+    start_worker(name)
+
+    def failed():
+        run.refresh_from_db()
+        return run.status == "failed"
+
+    wait_for(failed, timeout=120, what="the killed run to be marked failed")
+    assert "stopped during the run" in run.error
+    assert not ModelVersion.objects.filter(training_run=run).exists()
+    assert not (tmp_path / "models" / f"run-{run.pk}").exists()
+    active.refresh_from_db()
+    assert active.is_active
+    assert list(ModelVersion.objects.filter(is_active=True)) == [active]
+    # Nothing re-runs it behind the researcher's back, and nothing blocks the next run.
+    assert not TrainingRun.objects.filter(status__in=TrainingRun.LIVE).exists()

@@ -1,0 +1,295 @@
+"""The PRM training loop, top to bottom: data, model, optimizer, steps, held-out metrics, save.
+
+No library trainer supports PRMs any more (TRL and OpenRLHF removed theirs), so the loop is
+ours, on torch + transformers schedules + accelerate (device placement, bf16 autocast, and
+multi-GPU when started with `accelerate launch`). On CUDA each micro-batch is packed into one
+padding-free row (position ids restart per example, a block-diagonal mask keeps examples
+apart); on CPU it is a padded fp32 batch.
+"""
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+
+from trainer import metrics as m
+from trainer.dataset import Example, corpus
+from trainer.prm import IGNORE, PRM, PRMSettings, configure_threads, pack, pad, solution_score
+
+WEIGHT_DECAY = 0.01
+EVAL_BATCH_SIZE = 32
+# Best-of-N reads every solution of the held-out problems; these caps bound its cost.
+BEST_OF_N_MAX_PROBLEMS = 500
+BEST_OF_N_MAX_SOLUTIONS = 64
+SCHEDULES = ("cosine", "linear", "constant")
+
+
+@dataclass
+class TrainParams:
+    epochs: int = 3
+    learning_rate: float = 3e-4
+    batch_size: int = 16
+    grad_accum: int = 1
+    warmup_ratio: float = 0.1
+    schedule: str = "cosine"
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    max_seconds: float | None = None
+    eval_fraction: float = 0.1
+    neutral_as_positive: bool = True
+    aggregation: str = "product"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainParams":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"Unknown training parameters: {', '.join(sorted(unknown))}.")
+        return cls(**d)
+
+
+@dataclass
+class TrainResult:
+    checkpoint_dir: Path
+    epochs: list[dict] = field(default_factory=list)  # {"epoch": n, **metrics} per epoch
+    final_metrics: dict = field(default_factory=dict)
+
+
+class TrainingCancelled(Exception):
+    """should_stop() said stop; nothing was written."""
+
+
+def train_prm(
+    *,
+    train: list[Example],
+    eval: list[Example],
+    params: TrainParams,
+    base_model: str | None,
+    out_dir: Path,
+    on_progress: Callable[[dict], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> TrainResult:
+    """Train a PRM on `train`, evaluate on `eval` each epoch, write it to `out_dir`.
+
+    `out_dir` must not exist; it is written (atomically) only when training completes or
+    reaches `params.max_seconds`. `should_stop` is asked at every optimizer step.
+    """
+    from accelerate import Accelerator
+
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        raise FileExistsError(f"{out_dir} already exists.")
+    if not train:
+        raise ValueError("No training examples.")
+    if params.schedule not in SCHEDULES:
+        raise ValueError(f"Unknown schedule {params.schedule!r}: use one of {SCHEDULES}.")
+    emit = on_progress or (lambda event: None)
+    stop = should_stop or (lambda: False)
+    started = time.monotonic()
+    configure_threads()
+    random.seed(params.seed)
+    torch.manual_seed(params.seed)
+
+    cuda = torch.cuda.is_available()
+    accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if cuda else "no")
+    emit({"log": f"Building the PRM ({base_model or 'built-in tiny backbone'})."})
+    prm = PRM.build(
+        base_model=base_model,
+        corpus=corpus(train + eval),
+        settings=PRMSettings(
+            neutral_as_positive=params.neutral_as_positive, aggregation=params.aggregation
+        ),
+        seed=params.seed,
+    )
+    encoded = [prm.encode(e.problem, e.steps, e.labels) for e in train]
+    batch_size = max(1, params.batch_size)
+    grad_accum = max(1, params.grad_accum)
+    updates_per_epoch = math.ceil(math.ceil(len(encoded) / batch_size) / grad_accum)
+    total_steps = params.epochs * updates_per_epoch
+
+    optimizer = torch.optim.AdamW(
+        prm.module.parameters(), lr=params.learning_rate, weight_decay=WEIGHT_DECAY
+    )
+    scheduler = _scheduler(params, optimizer, total_steps)
+    model, optimizer = accelerator.prepare(prm.module, optimizer)
+    attn = prm.module.backbone.config._attn_implementation
+    emit(
+        {
+            "log": f"{len(train)} training examples, {len(eval)} held out; "
+            f"{total_steps} optimizer steps on {accelerator.device}"
+            f"{' (bf16, packed)' if cuda else ' (fp32, padded)'}."
+        }
+    )
+
+    epochs: list[dict] = []
+    step = 0
+    out_of_time = False
+    for epoch in range(1, params.epochs + 1):
+        model.train()
+        order = list(range(len(encoded)))
+        random.Random(params.seed * 1_000_003 + epoch).shuffle(order)
+        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+        losses: list[float] = []
+        for group_start in range(0, len(batches), grad_accum):
+            group = batches[group_start : group_start + grad_accum]
+            group_loss = 0.0
+            for batch in group:
+                rows = [encoded[i] for i in batch]
+                inputs = _packed(rows, attn) if cuda else _padded(rows, prm.pad_id)
+                inputs = {k: v.to(accelerator.device) for k, v in inputs.items() if v is not None}
+                with accelerator.autocast():
+                    loss, _ = model(**inputs)
+                accelerator.backward(loss / len(group))
+                group_loss += loss.item() / len(group)
+            if params.max_grad_norm and params.max_grad_norm > 0:
+                accelerator.clip_grad_norm_(model.parameters(), params.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            losses.append(group_loss)
+            emit(
+                {
+                    "epoch": epoch,
+                    "step": step,
+                    "total_steps": total_steps,
+                    "loss": group_loss,
+                    "lr": scheduler.get_last_lr()[0],
+                }
+            )
+            if stop():
+                raise TrainingCancelled(f"Cancelled at step {step} of {total_steps}.")
+            if params.max_seconds is not None and time.monotonic() - started > params.max_seconds:
+                out_of_time = True
+                break
+
+        metrics = evaluate(prm, eval, batch_size=EVAL_BATCH_SIZE)
+        metrics["train_loss"] = sum(losses) / len(losses) if losses else None
+        epochs.append({"epoch": epoch, **metrics})
+        emit({"epoch": epoch, "metrics": metrics})
+        emit({"log": f"Epoch {epoch}: {_summary(metrics)}"})
+        if out_of_time:
+            emit({"log": f"Time limit of {params.max_seconds:g} s reached at step {step}."})
+            break
+        if stop():
+            raise TrainingCancelled(f"Cancelled after epoch {epoch}.")
+
+    prm.module = accelerator.unwrap_model(model)
+    prm.save(out_dir)
+    emit({"log": f"Saved to {out_dir} after {time.monotonic() - started:.1f} s."})
+    return TrainResult(checkpoint_dir=out_dir, epochs=epochs, final_metrics=dict(epochs[-1]))
+
+
+def _scheduler(params: TrainParams, optimizer, total_steps: int):
+    from transformers import (
+        get_constant_schedule_with_warmup,
+        get_cosine_schedule_with_warmup,
+        get_linear_schedule_with_warmup,
+    )
+
+    warmup = round(params.warmup_ratio * total_steps)
+    if params.schedule == "constant":
+        return get_constant_schedule_with_warmup(optimizer, num_warmup_steps=warmup)
+    make = (
+        get_cosine_schedule_with_warmup
+        if params.schedule == "cosine"
+        else get_linear_schedule_with_warmup
+    )
+    return make(optimizer, num_warmup_steps=warmup, num_training_steps=max(1, total_steps))
+
+
+def _padded(rows, pad_id: int) -> dict:
+    # Right padding under causal attention: no real token sees a pad and the loss reads only
+    # step tags, so no attention mask is needed (and sdpa keeps its fused causal kernel).
+    input_ids, _ = pad([r.input_ids for r in rows], pad_id)
+    labels, _ = pad([r.labels for r in rows], pad_id, fill=IGNORE)
+    return {"input_ids": input_ids, "labels": labels}
+
+
+def _packed(rows, attn_implementation: str) -> dict:
+    input_ids, position_ids, attention_mask = pack(
+        [r.input_ids for r in rows], attn_implementation=attn_implementation, dtype=torch.bfloat16
+    )
+    labels = torch.tensor([[t for r in rows for t in r.labels]], dtype=torch.long)
+    return {
+        "input_ids": input_ids,
+        "position_ids": position_ids,
+        "attention_mask": attention_mask,
+        "labels": labels,
+    }
+
+
+def evaluate(prm: PRM, examples: list[Example], *, batch_size: int = EVAL_BATCH_SIZE) -> dict:
+    """Held-out metrics; every key is present, None where the data cannot tell."""
+    result: dict = {"eval_examples": len(examples)}
+    probs = prm.class_probabilities(
+        problems=[e.problem for e in examples],
+        steps=[e.steps for e in examples],
+        batch_size=batch_size,
+    )
+    scores = [prm.step_scores_from(p) for p in probs]
+    labels = [e.labels for e in examples]
+    nll = [
+        -math.log(max(float(p[i, label + 1]), 1e-12))
+        for p, row in zip(probs, labels, strict=True)
+        for i, label in enumerate(row)
+    ]
+    result["eval_loss"] = sum(nll) / len(nll) if nll else None
+    result.update(
+        m.step_metrics(scores, labels, neutral_as_positive=prm.settings.neutral_as_positive)
+    )
+    result.update(m.first_error_metrics(scores, labels))
+    result.update(best_of_n(prm, examples))
+    return result
+
+
+def best_of_n(prm: PRM, examples: list[Example]) -> dict:
+    """Best-of-N over every stored solution of the held-out problems that have several."""
+    from django.db.models import Count
+
+    from labeling.models import Problem, Solution
+
+    problem_ids = sorted({e.problem_id for e in examples if e.solution_id is not None})
+    if not problem_ids:
+        return m.best_of_n([])
+    several = list(
+        Problem.objects.filter(pk__in=problem_ids)
+        .annotate(n=Count("solutions"))
+        .filter(n__gte=2)
+        .order_by("pk")
+        .values_list("pk", "text")[:BEST_OF_N_MAX_PROBLEMS]
+    )
+    texts = dict(several)
+    by_problem: dict[int, list[tuple[list[str], bool]]] = {pk: [] for pk in texts}
+    for problem_id, steps, is_correct in (
+        Solution.objects.filter(problem_id__in=texts.keys())
+        .order_by("problem_id", "pk")
+        .values_list("problem_id", "steps", "is_correct")
+    ):
+        if steps and len(by_problem[problem_id]) < BEST_OF_N_MAX_SOLUTIONS:
+            by_problem[problem_id].append((steps, is_correct))
+    flat = [(pk, steps, ok) for pk, group in by_problem.items() for steps, ok in group]
+    step_scores = prm.score(
+        problems=[texts[pk] for pk, _, _ in flat],
+        steps=[steps for _, steps, _ in flat],
+        batch_size=EVAL_BATCH_SIZE,
+    )
+    candidates: dict[int, list[tuple[float, bool]]] = {pk: [] for pk in by_problem}
+    for (pk, _, ok), scores in zip(flat, step_scores, strict=True):
+        score = solution_score(scores, aggregation=prm.settings.aggregation)
+        candidates[pk].append((score, ok))
+    return m.best_of_n(list(candidates.values()))
+
+
+def _summary(metrics: dict) -> str:
+    keys = ("train_loss", "eval_loss", "step_accuracy", "step_auroc", "first_error_f1", "best_of_n")
+    return ", ".join(
+        f"{k} {metrics[k]:.4f}" if isinstance(metrics.get(k), float) else f"{k} -" for k in keys
+    )

@@ -1,0 +1,169 @@
+"""Researcher pages: training runs (start, watch, cancel) and model versions (promote)."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from labeling.permissions import ADMIN, RESEARCHER, has_role
+from trainer import selectors, services
+from trainer.forms import TrainingRunForm
+from trainer.models import ModelVersion, TrainingRun
+
+
+def _require_researcher(request: HttpRequest) -> None:
+    if not has_role(request.user, RESEARCHER, ADMIN):
+        raise PermissionDenied("Training is for researchers and admins.")
+
+
+def _run_or_404(run_id: int) -> TrainingRun:
+    try:
+        return selectors.training_run(run_id=run_id)
+    except TrainingRun.DoesNotExist:
+        raise Http404("No such training run.") from None
+
+
+def _recent_runs() -> list[TrainingRun]:
+    runs = list(selectors.training_runs()[:100])
+    for run in runs:
+        run.key_metric = selectors.key_metric(run.metrics[-1] if run.metrics else None)
+    return runs
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    form = TrainingRunForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                run = services.request_training_run(user=request.user, params=form.params())
+            except services.TrainingRefused as exc:
+                messages.error(request, str(exc))
+                status = 409
+            else:
+                messages.success(request, f"Training run {run.pk} is queued.")
+                return redirect("run-detail", run_id=run.pk)
+    runs = _recent_runs()
+    return render(
+        request,
+        "trainer/run_list.html",
+        {
+            "runs": runs,
+            "form": form,
+            "live": any(run.is_live for run in runs),
+            "metric": settings.PRM_PROMOTE_METRIC,
+        },
+        status=status,
+    )
+
+
+@login_required
+def run_table(request: HttpRequest) -> HttpResponse:
+    """The runs table alone, polled by htmx while a run is live."""
+    _require_researcher(request)
+    runs = _recent_runs()
+    return render(
+        request,
+        "trainer/_run_table.html",
+        {
+            "runs": runs,
+            "live": any(run.is_live for run in runs),
+            "metric": settings.PRM_PROMOTE_METRIC,
+        },
+    )
+
+
+CURVE_METRICS = ("step_accuracy", "step_auroc", "first_error_f1", "best_of_n")
+
+
+def _curves(epochs: list[dict]) -> list[dict]:
+    """SVG polylines (viewBox 400x160, y from 0 to 1) for the held-out metrics over epochs."""
+    curves = []
+    for name in CURVE_METRICS:
+        values = [(i, epoch.get(name)) for i, epoch in enumerate(epochs)]
+        values = [(i, v) for i, v in values if isinstance(v, int | float)]
+        if not values:
+            continue
+        span = max(len(epochs) - 1, 1)
+        points = " ".join(
+            f"{30 + 360 * i / span:.1f},{140 - 130 * min(max(v, 0.0), 1.0):.1f}" for i, v in values
+        )
+        curves.append({"name": name, "points": points})
+    return curves
+
+
+def _run_context(run: TrainingRun) -> dict:
+    names = sorted({key for epoch in run.metrics for key in epoch if key != "epoch"})
+    return {
+        "run": run,
+        "metric_names": names,
+        "epoch_rows": [
+            (epoch.get("epoch"), [epoch.get(name) for name in names]) for epoch in run.metrics
+        ],
+        "curves": _curves(run.metrics) if len(run.metrics) > 1 else [],
+        "version": getattr(run, "model_version", None),
+    }
+
+
+@login_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    return render(request, "trainer/run_detail.html", _run_context(_run_or_404(run_id)))
+
+
+@login_required
+def run_progress(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The live part of a run page; htmx polls it every 2 s and stops once the run is over."""
+    _require_researcher(request)
+    return render(request, "trainer/_run_progress.html", _run_context(_run_or_404(run_id)))
+
+
+@login_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    _run_or_404(run_id)
+    try:
+        run = services.cancel_training_run(run_id=run_id)
+    except services.TrainingRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        if run.status == TrainingRun.Status.CANCELLED:
+            messages.success(request, f"Training run {run_id} is cancelled.")
+        else:
+            messages.info(request, f"Training run {run_id} stops at its next step.")
+    return redirect("run-detail", run_id=run_id)
+
+
+@login_required
+def model_list(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    versions = [
+        (version, selectors.key_metric(version.metrics)) for version in selectors.model_versions()
+    ]
+    return render(
+        request,
+        "trainer/model_list.html",
+        {"versions": versions, "metric": settings.PRM_PROMOTE_METRIC},
+    )
+
+
+@login_required
+@require_POST
+def model_promote(request: HttpRequest, model_version_id: int) -> HttpResponse:
+    _require_researcher(request)
+    if not ModelVersion.objects.filter(pk=model_version_id).exists():
+        raise Http404("No such model version.")
+    try:
+        version = services.promote_model_version(model_version_id=model_version_id)
+    except services.TrainingRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{version} is now active; solutions are being rescored.")
+    return redirect("model-list")
