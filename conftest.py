@@ -78,3 +78,12 @@ def browser(chromium_path):
         )
         yield browser
         browser.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    # API throttles count requests in the cache; each test starts with a clean count.
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

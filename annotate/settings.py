@@ -58,6 +58,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "rest_framework",
+    "knox",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "axes",
+    "csp",
     "django_celery_beat",
     "labeling",
     "trainer",
@@ -73,6 +78,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into a 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "annotate.urls"
@@ -115,6 +123,16 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    # django-axes first: it refuses a login while the username/IP pair is locked out.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("LOGIN_COOLOFF_MINUTES", "15")) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -130,10 +148,71 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "knox.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": os.environ.get("API_ANON_RATE", "60/min"),
+        "user": os.environ.get("API_USER_RATE", "6000/min"),
+    },
+}
+# API tokens are created by their owner on the settings page; each has its own expiry (or
+# none), so knox's global time-to-live is off.
+REST_KNOX = {"TOKEN_TTL": None, "AUTO_REFRESH": False}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "stepwise API",
+    "DESCRIPTION": "Problems, solutions, step labels (PRM800K), imports, training runs.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Uploads: a PRM800K file is large but finite; anything bigger is refused before it is read.
+IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(1024**3)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(20 * 1024**2)))
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
+
+# Security headers. HTTPS=true (behind a TLS proxy) turns on the cookie/redirect/HSTS settings
+# that `manage.py check --deploy` asks for.
+HTTPS = env_bool("HTTPS", False)
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000" if HTTPS else "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+# Only our own static assets: no CDN, no inline script.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
 }
 
 # Celery. The filesystem transport lets a worker and the web process share a folder when no
@@ -150,12 +229,34 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"trainer.tasks.*": {"queue": "gpu"}}
+# Training and scoring hold a GPU; the periodic check that decides whether to retrain does not.
+CELERY_TASK_ROUTES = {
+    "trainer.tasks.periodic_retrain": {"queue": "default"},
+    "trainer.tasks.*": {"queue": "gpu"},
+}
+# A worker reserves one task at a time: a second training run waits in the broker, where any
+# free GPU worker can take it, instead of behind a long run on this one.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# The PRM (trainer/). A training run writes its checkpoint under PRM_MODEL_DIR/run-<id>.
+PRM_BASE_MODEL = os.environ.get("PRM_BASE_MODEL") or None
+PRM_MODEL_DIR = Path(os.environ.get("PRM_MODEL_DIR", VAR_DIR / "models"))
+PRM_AUTO_PROMOTE = env_bool("PRM_AUTO_PROMOTE", True)
+PRM_PROMOTE_METRIC = os.environ.get("PRM_PROMOTE_METRIC", "step_auroc")
+PRM_RETRAIN_MIN_NEW_LABELS = int(os.environ.get("PRM_RETRAIN_MIN_NEW_LABELS", "100"))
+PRM_TRAIN_SOFT_TIME_LIMIT = int(os.environ.get("PRM_TRAIN_SOFT_TIME_LIMIT", str(12 * 3600)))
+PRM_TRAIN_TIME_LIMIT = int(os.environ.get("PRM_TRAIN_TIME_LIMIT", str(12 * 3600 + 600)))
+PRM_SCORE_SOFT_TIME_LIMIT = int(os.environ.get("PRM_SCORE_SOFT_TIME_LIMIT", str(3 * 3600)))
+PRM_SCORE_TIME_LIMIT = int(os.environ.get("PRM_SCORE_TIME_LIMIT", str(3 * 3600 + 600)))
+# A running run's worker writes a heartbeat this often; a run silent for PRM_RUN_STALE_SECONDS
+# is taken as dead (its worker was killed) and marked failed.
+PRM_HEARTBEAT_SECONDS = float(os.environ.get("PRM_HEARTBEAT_SECONDS", "15"))
+PRM_RUN_STALE_SECONDS = float(os.environ.get("PRM_RUN_STALE_SECONDS", "300"))
 
 LOGGING = {
     "version": 1,

@@ -1,7 +1,9 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from labeling import quality
 from labeling.models import (
     Generation,
+    Guideline,
     Labeler,
     LabelingSession,
     Problem,
@@ -11,6 +13,7 @@ from labeling.models import (
 )
 from labeling.permissions import can_export_labels
 from labeling.selectors import ExportFilters
+from labeling.services import get_or_create_labeler
 from labeling.views import prm800k_response
 
 admin.site.site_header = "stepwise administration"
@@ -35,24 +38,57 @@ class SolutionAdmin(admin.ModelAdmin):
         "generation",
         "is_quality_control",
         "is_screening",
+        "has_gold",
     )
     list_filter = ("is_correct", "is_quality_control", "is_screening", "source", "generation")
     search_fields = ("problem__text", "problem__unique_id", "answer")
     raw_id_fields = ("problem",)
     readonly_fields = ("content_hash",)
-    actions = ("mark_quality_control", "unmark_quality_control", "mark_screening")
+    actions = ("mark_quality_control", "mark_screening", "unmark", "use_my_ratings_as_gold")
 
-    @admin.action(description="Mark as quality control")
+    @admin.display(boolean=True, description="gold")
+    def has_gold(self, obj):
+        return obj.gold_ratings is not None
+
+    @admin.action(description="Mark as quality control", permissions=["change"])
     def mark_quality_control(self, request, queryset):
-        queryset.update(is_quality_control=True)
+        count = quality.mark_solutions(solutions=queryset, role=quality.QUALITY_CONTROL)
+        self._remind_gold(request, queryset, count, "quality control")
 
-    @admin.action(description="Unmark quality control")
-    def unmark_quality_control(self, request, queryset):
-        queryset.update(is_quality_control=False)
-
-    @admin.action(description="Mark as screening questions")
+    @admin.action(description="Mark as screening", permissions=["change"])
     def mark_screening(self, request, queryset):
-        queryset.update(is_screening=True)
+        count = quality.mark_solutions(solutions=queryset, role=quality.SCREENING)
+        self._remind_gold(request, queryset, count, "screening")
+
+    @admin.action(
+        description="Unmark (neither quality control nor screening)", permissions=["change"]
+    )
+    def unmark(self, request, queryset):
+        count = quality.mark_solutions(solutions=queryset, role=None)
+        self.message_user(request, f"{count} solutions are no longer QC or screening.")
+
+    @admin.action(description="Use my submitted ratings as gold", permissions=["change"])
+    def use_my_ratings_as_gold(self, request, queryset):
+        result = quality.use_ratings_as_gold(
+            solutions=queryset, labeler=get_or_create_labeler(user=request.user)
+        )
+        if result.updated:
+            self.message_user(request, f"Gold set on {len(result.updated)} solutions.")
+        for solution_id, why in result.skipped.items():
+            self.message_user(
+                request, f"Solution {solution_id}: no gold set, {why}.", level=messages.WARNING
+            )
+
+    def _remind_gold(self, request, queryset, count, role):
+        self.message_user(request, f"{count} solutions marked as {role}.")
+        missing = queryset.filter(gold_ratings__isnull=True).count()
+        if missing:
+            self.message_user(
+                request,
+                f"{missing} of them have no gold ratings yet: agreement is only measured "
+                "where gold exists.",
+                level=messages.WARNING,
+            )
 
 
 @admin.register(Generation)
@@ -106,3 +142,9 @@ class LabelingSessionAdmin(admin.ModelAdmin):
             self.message_user(request, "Only admins can export labels.", level="error")
             return None
         return prm800k_response(ExportFilters(), within=queryset)
+
+
+@admin.register(Guideline)
+class GuidelineAdmin(admin.ModelAdmin):
+    list_display = ("title", "updated_at")
+    search_fields = ("title", "body")

@@ -25,3 +25,13 @@ class ExportForm(forms.Form):
             labeler=data["labeler"],
             include_qc=data["include_qc"],
         )
+
+
+class ApiTokenForm(forms.Form):
+    expires_in_days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=3650,
+        label="Expires in (days)",
+        help_text="Leave empty for a token that does not expire.",
+    )

@@ -6,7 +6,9 @@ converter copies `\\text{...}` contents and `\\href` targets into its output ver
 """
 
 import re
+import secrets
 
+import markdown
 import nh3
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -115,3 +117,24 @@ def render_step(step: str) -> SafeString:
     if sep and not head.strip():
         return mark_safe(f"<strong>Answer:</strong> {render_answer(answer.strip())}")
     return render_math(step)
+
+
+def render_markdown(text: str) -> SafeString:
+    """Markdown (guidelines) with math rendered as in problems; raw HTML is sanitised away.
+
+    Math spans are swapped for placeholders before Markdown runs, because Markdown would
+    read TeX's `_`, `*` and `\\` as emphasis and escapes.
+    """
+    nonce = secrets.token_hex(4)
+    spans: list[str] = []
+
+    def hold(match: re.Match) -> str:
+        display = match.group("dd") is not None or match.group("db") is not None
+        tex = next(g for g in match.groups() if g is not None)
+        spans.append(_mathml(tex, display=display))
+        return f"math{nonce}x{len(spans) - 1}x"
+
+    html = markdown.markdown(_MATH.sub(hold, text), extensions=["tables", "sane_lists"])
+    html = nh3.clean(html)
+    html = re.sub(rf"math{nonce}x(\d+)x", lambda m: spans[int(m.group(1))], html)
+    return mark_safe(html)

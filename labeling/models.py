@@ -9,6 +9,7 @@ import json
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -64,6 +65,18 @@ class Generation(models.Model):
         return f"generation {self.number}"
 
 
+def validate_gold_ratings(value) -> None:
+    """Gold is a label as PRM800K phase 2 records it: ratings in {-1, 0, 1}, stopping at -1."""
+    if value is None:
+        return
+    if not isinstance(value, list) or not value:
+        raise ValidationError("Gold ratings are a non-empty list such as [1, 0, -1].")
+    if any(isinstance(r, bool) or r not in (-1, 0, 1) for r in value):
+        raise ValidationError("Each gold rating is -1, 0 or 1.")
+    if -1 in value[:-1]:
+        raise ValidationError("Gold ratings end at the first -1.")
+
+
 class Solution(models.Model):
     """A candidate solution to label: ordered steps ending in a final answer."""
 
@@ -77,11 +90,34 @@ class Solution(models.Model):
         null=True, blank=True, help_text="Score the source attached (PRM800K verifier score)."
     )
     prm_score = models.FloatField(null=True, blank=True, help_text="Latest PRM score.")
+    prm_step_scores = models.JSONField(
+        null=True, blank=True, help_text="Per-step PRM scores from the same model version."
+    )
+    prm_model_version = models.ForeignKey(
+        "trainer.ModelVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="scored_solutions",
+        help_text="The model version that wrote prm_score and prm_step_scores.",
+    )
+    alternatives = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Alternative completions per step index, e.g. {"3": ["other step 4 text"]}.',
+    )
     generation = models.ForeignKey(
         Generation, null=True, blank=True, on_delete=models.SET_NULL, related_name="solutions"
     )
     is_quality_control = models.BooleanField(default=False)
     is_screening = models.BooleanField(default=False)
+    gold_ratings = models.JSONField(
+        null=True,
+        blank=True,
+        validators=[validate_gold_ratings],
+        help_text="The correct rating of each step, up to and including the first -1, "
+        "e.g. [1, 0, -1]. Labelers' agreement is measured against it.",
+    )
     priority = models.FloatField(default=0.0, help_text="Higher is served first.")
     meta = models.JSONField(default=dict, blank=True, help_text="Import keys not modelled.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -100,6 +136,15 @@ class Solution(models.Model):
     def save(self, *args, **kwargs):
         self.content_hash = solution_digest(steps=self.steps, answer=self.answer)
         super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        super().clean()
+        gold = self.gold_ratings
+        if gold and isinstance(self.steps, list):
+            if len(gold) > len(self.steps):
+                raise ValidationError({"gold_ratings": "More gold ratings than steps."})
+            if gold[-1] != -1 and len(gold) != len(self.steps):
+                raise ValidationError({"gold_ratings": "Without a -1, gold rates every step."})
 
 
 class Labeler(models.Model):
@@ -229,3 +274,59 @@ class StepRating(models.Model):
 
     def __str__(self) -> str:
         return f"rating {self.rating} of completion {self.completion_index}"
+
+
+class Guideline(models.Model):
+    """Labeling instructions in Markdown (with math); the most recently edited one is shown."""
+
+    title = models.CharField(max_length=200)
+    body = models.TextField(help_text="Markdown; $…$ and $$…$$ are rendered as math.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class ImportJob(models.Model):
+    """An uploaded file imported by a worker, all or nothing, with its outcome."""
+
+    class Kind(models.TextChoices):
+        PROBLEMS = "problems"
+        SOLUTIONS = "solutions"
+        PRM800K = "prm800k"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    file_name = models.CharField(max_length=255, help_text="The uploaded file's own name.")
+    stored_path = models.CharField(max_length=1024, help_text="Where the upload is kept.")
+    size = models.BigIntegerField(help_text="Bytes.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(default=dict, blank=True, help_text="Counts of what was stored.")
+    error = models.TextField(blank=True, help_text="FILE:LINE: what is wrong.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["queued", "running", "succeeded", "failed"]),
+                name="import_job_status_known",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} ({self.kind}, {self.status})"

@@ -1,6 +1,9 @@
 """Roles, checked in one place. Roles are Django groups created by a migration."""
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 ANNOTATOR = "annotator"
 RESEARCHER = "researcher"
@@ -18,3 +21,45 @@ def has_role(user: AbstractBaseUser | AnonymousUser, *roles: str) -> bool:
 
 def can_export_labels(user: AbstractBaseUser | AnonymousUser) -> bool:
     return has_role(user, ADMIN)
+
+
+def can_view_quality(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return has_role(user, RESEARCHER, ADMIN)
+
+
+def can_manage_labelers(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Deactivate labelers and see who is behind a labeler UUID."""
+    return has_role(user, ADMIN)
+
+
+class _RolePermission(BasePermission):
+    roles: tuple[str, ...] = ()
+    message = "Your role does not allow this."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return has_role(request.user, *self.roles)
+
+
+class IsLabeler(_RolePermission):
+    roles = (ANNOTATOR, RESEARCHER, ADMIN)
+
+
+class IsResearcher(_RolePermission):
+    """Researchers and admins: read labels, run training and selection."""
+
+    roles = (RESEARCHER, ADMIN)
+
+
+class IsAdmin(_RolePermission):
+    roles = (ADMIN,)
+
+
+class ReadResearcherWriteAdmin(BasePermission):
+    """Researchers read; only admins change (imports, QC marks)."""
+
+    message = "Only admins can change this."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        if request.method in SAFE_METHODS:
+            return has_role(request.user, RESEARCHER, ADMIN)
+        return has_role(request.user, ADMIN)

@@ -22,7 +22,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.utils import timezone
 from tqdm import tqdm
 
-from labeling import prm800k
+from labeling import prm800k, quality
 from labeling.grading import is_equivalent
 from labeling.models import (
     Generation,
@@ -35,6 +35,7 @@ from labeling.models import (
     solution_digest,
     text_digest,
 )
+from labeling.roles import sync_role_groups
 from labeling.selectors import PROGRESS_MIN_LINES, modelled_question
 
 BATCH_SIZE = 1000
@@ -184,6 +185,7 @@ def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
     """Import MATH-style problems; lines with a known `unique_id` update that problem."""
     name = name or str(path)
     result = ImportResult()
+    first_line_of: dict[str, int] = {}
     with transaction.atomic():
         for number, obj in read_jsonl(path=path, name=name):
             result.lines += 1
@@ -200,6 +202,13 @@ def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
                     "split": _string(obj, "split", required=False),
                 }
                 unique_id = _string(obj, "unique_id", required=False) or None
+                if unique_id in first_line_of:
+                    # Two lines claiming one id is a broken file, not an update.
+                    raise ValueError(
+                        f"unique_id '{unique_id}' is already on line {first_line_of[unique_id]}"
+                    )
+                if unique_id:
+                    first_line_of[unique_id] = number
             except ValueError as exc:
                 raise _fail(name, number, str(exc)) from None
             problem = (
@@ -238,7 +247,7 @@ def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
 # ---------------------------------------------------------------------------------------------
 # Solutions
 
-SOLUTION_KEYS = {"unique_id", "problem", "steps", "answer", "source", "score"}
+SOLUTION_KEYS = {"unique_id", "problem", "steps", "answer", "source", "score", "alternatives"}
 
 
 def _steps(value: Any) -> list[str]:
@@ -250,10 +259,43 @@ def _steps(value: Any) -> list[str]:
     return value
 
 
+def _alternatives(value: Any, steps: list[str]) -> dict[str, list[str]]:
+    """Alternative completions as stored: {"step index": [texts]}, from either input form.
+
+    Accepted: an object keyed by step index ({"3": ["..."]}) or a list aligned with the
+    steps whose items are lists of texts (or null/[] for steps without alternatives).
+    """
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        if len(value) != len(steps):
+            raise ValueError(
+                f"'alternatives' as a list must have one item per step "
+                f"({len(steps)}), got {len(value)}"
+            )
+        pairs = [(str(i), texts) for i, texts in enumerate(value) if texts is not None]
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        raise ValueError("'alternatives' must be an object keyed by step index or a list")
+    out = {}
+    for key, texts in pairs:
+        if not (isinstance(key, str) and key.isdigit() and int(key) < len(steps)):
+            raise ValueError(
+                f"'alternatives' key {json.dumps(key)} is not a step index (0 to {len(steps) - 1})"
+            )
+        if not isinstance(texts, list) or not all(isinstance(t, str) and t for t in texts):
+            raise ValueError(f"'alternatives[{key}]' must be a list of non-empty strings")
+        if texts:
+            out[str(int(key))] = texts
+    return out
+
+
 def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
     """Import candidate solutions to label, graded against their problem on the way in.
 
-    A solution already present (same problem, steps and answer) is left as it is.
+    A solution already present (same problem, steps and answer) is left as it is, except
+    that alternatives are added to one that has none.
     """
     name = name or str(path)
     result = ImportResult()
@@ -275,17 +317,20 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
                     ):
                         raise ValueError(f"'score' must be a number, got {json.dumps(score)}")
                     source = _string(obj, "source", required=False)
+                    alternatives = _alternatives(obj.get("alternatives"), steps)
                 except ValueError as exc:
                     raise _fail(name, number, str(exc)) from None
                 meta = {k: v for k, v in obj.items() if k not in SOLUTION_KEYS}
-                parsed.append((number, unique_id, text, steps, answer, source, score, meta))
+                parsed.append(
+                    (number, unique_id, text, steps, answer, source, score, meta, alternatives)
+                )
 
             by_uid = Problem.objects.in_bulk({p[1] for p in parsed if p[1]}, field_name="unique_id")
             by_hash = Problem.objects.in_bulk(
                 {text_digest(p[2]) for p in parsed if p[2] and not p[1]}, field_name="text_hash"
             )
             candidates: dict[tuple[int, str], Solution] = {}
-            for number, unique_id, text, steps, answer, source, score, meta in parsed:
+            for number, unique_id, text, steps, answer, source, score, meta, alts in parsed:
                 problem = by_uid.get(unique_id) if unique_id else by_hash.get(text_digest(text))
                 if problem is None:
                     what = f"unique_id '{unique_id}'" if unique_id else "that problem text"
@@ -302,18 +347,30 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
                         source=source,
                         source_score=float(score) if score is not None else None,
                         meta=meta,
+                        alternatives=alts,
                     ),
                 )
-            existing = set(
-                Solution.objects.filter(
+            existing = {
+                (problem_id, digest): (pk, alts)
+                for pk, problem_id, digest, alts in Solution.objects.filter(
                     problem_id__in={k[0] for k in candidates},
                     content_hash__in={k[1] for k in candidates},
-                ).values_list("problem_id", "content_hash")
-            )
+                ).values_list("pk", "problem_id", "content_hash", "alternatives")
+            }
             new = [s for key, s in candidates.items() if key not in existing]
             Solution.objects.bulk_create(new)
+            # Alternatives shipped later (e.g. a regenerated demo file) reach a solution that
+            # has none; alternatives already there are never replaced under a labeler.
+            gaining = [
+                (existing[key][0], s.alternatives)
+                for key, s in candidates.items()
+                if key in existing and s.alternatives and not existing[key][1]
+            ]
+            for pk, alternatives in gaining:
+                Solution.objects.filter(pk=pk).update(alternatives=alternatives)
             result.created += len(new)
-            result.unchanged += len(batch) - len(new)
+            result.updated += len(gaining)
+            result.unchanged += len(batch) - len(new) - len(gaining)
     return result
 
 
@@ -360,8 +417,12 @@ def _resolve_solutions(
     generations: dict[int, Generation],
 ) -> dict[tuple[int, str], Solution]:
     keyed: dict[tuple[int, str], prm800k.ParsedRecord] = {}
+    alternatives: dict[tuple[int, str], dict[str, list[str]]] = {}
     for r in records:
-        keyed.setdefault((problems[text_digest(r.problem)].pk, _solution_key(r)), r)
+        key = (problems[text_digest(r.problem)].pk, _solution_key(r))
+        keyed.setdefault(key, r)
+        if not alternatives.get(key):
+            alternatives[key] = _offered_alternatives(r)
     found = {
         (s.problem_id, s.content_hash): s
         for s in Solution.objects.filter(
@@ -382,6 +443,7 @@ def _resolve_solutions(
             source="prm800k-phase1" if r.is_phase1 else "prm800k",
             source_score=r.source_score,
             generation=generations.get(r.generation) if r.generation is not None else None,
+            alternatives=alternatives[key],
         )
         missing.append(solution)
         found[key] = solution
@@ -396,6 +458,19 @@ def _resolve_solutions(
         if ids:
             Solution.objects.filter(pk__in=ids).update(**{flag: True})
     return found
+
+
+def _offered_alternatives(record: prm800k.ParsedRecord) -> dict[str, list[str]]:
+    # In phase 2 the completions after the first at a step are the alternatives the labeler
+    # was shown; kept on the solution so that the workbench offers them again. (Phase 1
+    # steps are the labeler's own path, so they offer nothing to a pre-generated solution.)
+    if record.is_phase1:
+        return {}
+    return {
+        str(i): [c.text for c in step.completions[1:]]
+        for i, step in enumerate(record.label_steps[: len(record.steps)])
+        if len(step.completions) > 1
+    }
 
 
 def _solution_key(record: prm800k.ParsedRecord) -> str:
@@ -529,6 +604,7 @@ DEMO_ACCOUNTS = (
 
 def create_demo_accounts() -> list[tuple[str, str, str]]:
     """Create (or reset) one account per role; return (username, password, role) triples."""
+    sync_role_groups()
     user_model = get_user_model()
     for username, password, role in DEMO_ACCOUNTS:
         user, _ = user_model.objects.get_or_create(username=username)
@@ -543,14 +619,17 @@ def create_demo_accounts() -> list[tuple[str, str, str]]:
 
 
 def seed_demo() -> dict[str, ImportResult]:
-    """Load the shipped demo problems and solutions; idempotent."""
+    """Load the shipped demo problems and solutions, a few as QC/screening; idempotent."""
     with transaction.atomic():
-        return {
+        results = {
             "problems": import_problems(path=DEMO_DIR / "problems.jsonl", name="problems.jsonl"),
             "solutions": import_solutions(
                 path=DEMO_DIR / "solutions.jsonl", name="solutions.jsonl"
             ),
         }
+        changed, unchanged = quality.mark_demo_quality_control()
+        results["quality-control solutions"] = ImportResult(created=changed, unchanged=unchanged)
+        return results
 
 
 # ---------------------------------------------------------------------------------------------
@@ -701,6 +780,17 @@ def rated_steps(session: LabelingSession) -> dict[int, int | None]:
     )
 
 
+def alternatives_at(*, solution: Solution, step_index: int) -> list[str]:
+    """The alternative completions offered for one step (PRM800K phase 2), in order."""
+    return list((solution.alternatives or {}).get(str(step_index), []))
+
+
+def rated_alternatives(session: LabelingSession) -> dict[tuple[int, int], StepRating]:
+    """(step index, completion index) -> rating, for the alternatives rated in a session."""
+    ratings = StepRating.objects.filter(step__session=session, completion_index__gt=0)
+    return {(r.step.index, r.completion_index): r for r in ratings.select_related("step")}
+
+
 def rate_step(
     *,
     session_id: int,
@@ -708,9 +798,14 @@ def rate_step(
     step_index: int,
     rating: int,
     flagged: bool = False,
+    completion_index: int = 0,
     now: datetime | None = None,
 ) -> LabelingSession:
-    """Rate (or re-rate) one step. Repeating the same request changes nothing."""
+    """Rate (or re-rate) one step, or one alternative completion of the step rated -1.
+
+    Completion 0 is the solution's own step; 1..n are the step's alternatives, rated in
+    order once the step itself is rated -1. Repeating the same request changes nothing.
+    """
     now = now or timezone.now()
     if rating not in prm800k.RATINGS:
         raise LabelingRefused("A rating is -1, 0 or 1.")
@@ -724,20 +819,85 @@ def rate_step(
             raise LabelingRefused(f"Step {step_index} does not exist.")
         if step_index > len(rated) or any(r == -1 for i, r in rated.items() if i < step_index):
             raise LabelingRefused(f"Step {step_index} is not reached yet.")
-        step, _ = StepLabel.objects.get_or_create(session=session, index=step_index)
-        step.chosen_completion = None if rating == -1 else 0
-        step.save(update_fields=["chosen_completion"])
-        StepRating.objects.update_or_create(
-            step=step,
-            completion_index=0,
-            defaults={"text": steps[step_index], "rating": rating, "flagged": flagged},
-        )
-        if rating == -1:
-            # Labels stop at the first error: steps after it are no longer part of the label.
-            StepLabel.objects.filter(session=session, index__gt=step_index).delete()
+        if completion_index:
+            _rate_alternative(
+                session=session,
+                step_index=step_index,
+                completion_index=completion_index,
+                rating=rating,
+                flagged=flagged,
+                own_rating=rated.get(step_index),
+            )
+        else:
+            # Plain inserts and updates, no get_or_create: the session's row lock already
+            # serialises every rating of this session. (This is the hottest write.)
+            chosen = None if rating == -1 else 0
+            if step_index in rated:
+                StepLabel.objects.filter(session=session, index=step_index).update(
+                    chosen_completion=chosen
+                )
+                StepRating.objects.filter(
+                    step__session=session, step__index=step_index, completion_index=0
+                ).update(rating=rating, flagged=flagged)
+            else:
+                step = StepLabel.objects.create(
+                    session=session, index=step_index, chosen_completion=chosen
+                )
+                StepRating.objects.create(
+                    step=step,
+                    completion_index=0,
+                    text=steps[step_index],
+                    rating=rating,
+                    flagged=flagged,
+                )
+            if rating == -1 and any(i > step_index for i in rated):
+                # Labels stop at the first error: steps after it are no longer part of it.
+                StepLabel.objects.filter(session=session, index__gt=step_index).delete()
+            elif rating != -1 and rated.get(step_index) == -1:
+                # Alternatives are rated only in place of a wrong step.
+                StepRating.objects.filter(
+                    step__session=session, step__index=step_index, completion_index__gt=0
+                ).delete()
         _touch(session, now)
         session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
     return session
+
+
+def _rate_alternative(
+    *,
+    session: LabelingSession,
+    step_index: int,
+    completion_index: int,
+    rating: int,
+    flagged: bool,
+    own_rating: int | None,
+) -> None:
+    alternatives = alternatives_at(solution=session.solution, step_index=step_index)
+    if not 1 <= completion_index <= len(alternatives):
+        raise LabelingRefused(f"Step {step_index} has no alternative {completion_index}.")
+    if own_rating != -1:
+        raise LabelingRefused(f"Alternatives of step {step_index} follow a -1 on that step.")
+    step = StepLabel.objects.get(session=session, index=step_index)
+    if completion_index > step.ratings.filter(completion_index__gt=0).count() + 1:
+        raise LabelingRefused(f"Alternative {completion_index} is not reached yet.")
+    StepRating.objects.update_or_create(
+        step=step,
+        completion_index=completion_index,
+        defaults={
+            "text": alternatives[completion_index - 1],
+            "rating": rating,
+            "flagged": flagged,
+        },
+    )
+
+
+def unrated_alternatives(session: LabelingSession, *, error_step: int) -> int:
+    """How many alternatives of the -1 step are still to rate before the session can end."""
+    offered = len(alternatives_at(solution=session.solution, step_index=error_step))
+    done = StepRating.objects.filter(
+        step__session=session, step__index=error_step, completion_index__gt=0
+    ).count()
+    return max(offered - done, 0)
 
 
 def submit_session(
@@ -763,6 +923,9 @@ def submit_session(
         if finish_reason == "found_error":
             if -1 not in rated.values():
                 raise LabelingRefused("No step is rated -1.")
+            error_step = next(i for i, r in rated.items() if r == -1)
+            if unrated_alternatives(session, error_step=error_step):
+                raise LabelingRefused("Rate the alternatives of the -1 step first.")
         elif finish_reason == "solution":
             if len(rated) < len(steps) or -1 in rated.values():
                 raise LabelingRefused("Rate every step first; a -1 step ends with found_error.")

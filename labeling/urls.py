@@ -11,4 +11,10 @@ urlpatterns = [
     path("label/<int:session_id>/rate/", views.rate, name="label-rate"),
     path("label/<int:session_id>/submit/", views.submit, name="label-submit"),
     path("label/<int:session_id>/renew/", views.renew, name="label-renew"),
+    path("quality/", views.quality_dashboard, name="quality"),
+    path(
+        "quality/labelers/<uuid:labeler_uuid>/active/", views.labeler_active, name="labeler-active"
+    ),
+    path("guidelines/", views.guidelines, name="guidelines"),
+    path("settings/tokens/", views.api_token_page, name="api-token-page"),
 ]

@@ -21,8 +21,13 @@ def frac(f: Fraction) -> str:
     return f"{sign}\\frac{{{abs(f.numerator)}}}{{{f.denominator}}}"
 
 
-def sol(steps, ratings, kind):
-    return {"steps": steps, "ratings": ratings, "kind": kind}
+def sol(steps, ratings, kind, alternatives=None):
+    # `alternatives`: other completions of the -1 step, rated in the workbench (PRM800K
+    # phase 2) before the label ends.
+    out = {"steps": steps, "ratings": ratings, "kind": kind}
+    if alternatives:
+        out["alternatives"] = {str(ratings.index(-1)): alternatives}
+    return out
 
 
 def percent_of(p, n):
@@ -53,6 +58,10 @@ def percent_of(p, n):
                 ],
                 [0, -1],
                 "wrong_answer",
+                [
+                    f"${p}\\%$ is $\\frac{{{p}}}{{100}}$.",
+                    f"${p}\\%$ is ${p}$ hundredths, which is $\\frac{{{p}}}{{1000}}$.",
+                ],
             ),
             sol(
                 [
@@ -563,6 +572,11 @@ def triangle_area(b, h):
                 ["The area of a triangle is $bh$.", f"So it is ${b * h}$.", A + str(b * h)],
                 [-1],
                 "wrong_answer",
+                [
+                    "The area of a triangle is half the base times the height.",
+                    "The area of a triangle is $b + h$.",
+                    "Let me draw the triangle first.",
+                ],
             ),
             sol(
                 [
@@ -647,6 +661,10 @@ def circle_area(r):
                 ],
                 [-1],
                 "wrong_answer",
+                [
+                    f"The area is $\\pi r^2$ with $r = \\frac{{{2 * r}}}{{2}} = {r}$.",
+                    f"The area is $2\\pi r$ with $r = {r}$.",
+                ],
             ),
             sol(
                 [
@@ -1119,6 +1137,7 @@ def main() -> None:
                     "gold_ratings": s["ratings"],
                     "kind": s["kind"],
                 }
+                | ({"alternatives": s["alternatives"]} if "alternatives" in s else {})
             )
     for name, rows in (("problems.jsonl", problems), ("solutions.jsonl", solutions)):
         (HERE / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

@@ -36,11 +36,11 @@ def add_solution(steps, answer="4", problem_text="What is $\\frac{8}{2}$?"):
 
 
 def wait_rated(page, count):
-    # Wait for the swap and for htmx to finish wiring up the new buttons.
-    page.wait_for_function(
-        f"document.querySelectorAll('#steps button.chosen').length === {count}"
-        " && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
-    )
+    # Wait for the swap and for htmx to finish wiring up the new buttons. Locator waits, not
+    # wait_for_function: the page's Content-Security-Policy forbids evaluating strings.
+    expect = pytest.importorskip("playwright.sync_api").expect
+    expect(page.locator("#steps button.chosen")).to_have_count(count)
+    expect(page.locator(".htmx-request, .htmx-swapping, .htmx-settling")).to_have_count(0)
 
 
 def test_keyboard_only_labeling_to_solution_renders_math_and_escapes(page, live_server):
@@ -125,3 +125,82 @@ def test_give_up_and_bad_problem_ask_for_a_reason(page, live_server, ending, rea
         "The statement is ambiguous.",
     )
     assert Labeler.objects.get().sessions.count() == 1
+
+
+def test_alternatives_of_a_wrong_step_are_rated_by_keyboard_before_found_error(page, live_server):
+    solution = add_solution(["Eight halves.", "That is 5.", "# Answer\n\n5"], answer="5")
+    solution.alternatives = {"1": ["That is $4$.", "That is $\\frac{8}{2} = 4$."]}
+    solution.save()
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    page.keyboard.press("3")
+    wait_rated(page, 1)
+    page.keyboard.press("1")  # -1 on step two: its first alternative becomes the active item
+    wait_rated(page, 2)
+    assert page.locator("#steps li[data-active]").get_attribute("data-item") == "s1c1"
+    assert page.get_by_role("button", name="Submit and next (Enter)").count() == 0
+    page.keyboard.press("u")
+    page.keyboard.press("3")
+    wait_rated(page, 3)
+    assert page.locator("li[data-item='s1c2'] math mfrac").count() == 1  # math in alternatives
+    page.keyboard.press("2")
+    wait_rated(page, 4)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "workbench-alternatives.png"), full_page=True)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=Nothing to label right now")
+
+    session = LabelingSession.objects.get()
+    assert session.finish_reason == "found_error"
+    rows = StepRating.objects.order_by("step__index", "completion_index")
+    assert list(rows.values_list("step__index", "completion_index", "rating", "flagged")) == [
+        (0, 0, 1, False),
+        (1, 0, -1, False),
+        (1, 1, 1, True),
+        (1, 2, 0, False),
+    ]
+
+
+def test_changing_the_wrong_step_back_discards_its_alternatives(page, live_server):
+    solution = add_solution(["Step one.", "Step two.", "# Answer\n\n4"])
+    solution.alternatives = {"0": ["Another step one."]}
+    solution.save()
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    page.keyboard.press("-")
+    wait_rated(page, 1)
+    page.keyboard.press("3")  # the alternative
+    wait_rated(page, 2)
+    page.keyboard.press("k")  # back from the alternative to the step itself
+    assert page.locator("#steps li[data-active]").get_attribute("data-item") == "s0"
+    page.keyboard.press("3")
+    page.wait_for_selector("#steps li[data-step='1'][data-active]")
+    assert page.locator(".alternatives").count() == 0
+    assert not StepRating.objects.filter(completion_index__gt=0).exists()
+
+
+def test_enter_swaps_in_the_next_problem_without_a_page_load(page, live_server):
+    add_solution(["Only step.", "# Answer\n\n4"])
+    add_solution(["Next step.", "# Answer\n\n9"], answer="9", problem_text="What is $3^2$?")
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    first = page.locator(".problem-text").inner_text()
+    page.evaluate("() => { window.samePage = true; }")
+    page.keyboard.press("3")
+    wait_rated(page, 1)
+    page.keyboard.press("3")
+    wait_rated(page, 2)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#steps li[data-step='0'][data-active] >> text=step.")
+    assert page.locator(".problem-text").inner_text() != first
+    assert page.evaluate("() => window.samePage") is True  # swapped in, not reloaded
+    upcoming = LabelingSession.objects.get(submitted_at__isnull=True)
+    assert page.url.endswith(f"/label/{upcoming.pk}/")
+    # The swapped-in task is labeled by keyboard like the first one.
+    page.keyboard.press("3")
+    wait_rated(page, 1)
+    page.keyboard.press("3")
+    wait_rated(page, 2)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=Nothing to label right now")
+    assert LabelingSession.objects.filter(finish_reason="solution").count() == 2

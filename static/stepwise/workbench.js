@@ -1,5 +1,6 @@
-// Keyboard-first labeling. Keys act on the active step (the current one, or an earlier one
-// chosen with Backspace/k) and never fire while a text field has focus.
+// Keyboard-first labeling. Keys act on the active item: a step, or an alternative completion
+// of the step rated -1 (the current one, or an earlier item chosen with Backspace/k). They
+// never fire while a text field has focus.
 (function () {
   "use strict";
   // New step buttons must answer keys at once; htmx's default settle delay would drop a
@@ -7,10 +8,11 @@
   if (window.htmx) window.htmx.config.defaultSettleDelay = 0;
   const ratingKeys = { "1": "-1", "-": "-1", "2": "0", "0": "0", "3": "1", "+": "1", "=": "1" };
 
-  function steps() { return Array.from(document.querySelectorAll("#steps li.step")); }
-  function active() { return document.querySelector("#steps li[data-active]") || steps().at(-1); }
+  // Document order: each step, then the alternatives nested under it.
+  function items() { return Array.from(document.querySelectorAll("#steps li[data-item]")); }
+  function active() { return document.querySelector("#steps li[data-active]") || items().at(-1); }
   function activate(li) {
-    steps().forEach((s) => s.removeAttribute("data-active"));
+    items().forEach((s) => s.removeAttribute("data-active"));
     if (li) { li.setAttribute("data-active", ""); li.scrollIntoView({ block: "nearest" }); }
   }
   function typing(target) {
@@ -21,12 +23,13 @@
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
     const li = active();
     if (event.key in ratingKeys && li) {
-      li.querySelector(`button[data-rating="${ratingKeys[event.key]}"]`).click();
+      li.querySelector(`:scope > .rate button[data-rating="${ratingKeys[event.key]}"]`).click();
     } else if (event.key === "u" && li) {
-      const box = li.querySelector("input[name=flagged]");
+      const box = li.querySelector(":scope > .rate input[name=flagged]");
       box.checked = !box.checked;
     } else if ((event.key === "Backspace" || event.key === "k") && li) {
-      const previous = li.previousElementSibling;
+      const all = items();
+      const previous = all[all.indexOf(li) - 1];
       if (previous) activate(previous);
     } else if (event.key === "Enter") {
       const submit = document.getElementById("submit-session");

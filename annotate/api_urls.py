@@ -1,0 +1,33 @@
+"""Everything under /api/: the labeling side, the trainer side, tokens and the schema."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.routers import DefaultRouter
+
+from labeling import api as labeling_api
+from trainer import api as trainer_api
+
+router = DefaultRouter()
+router.register("problems", labeling_api.ProblemViewSet, basename="problem")
+router.register("solutions", labeling_api.SolutionViewSet, basename="solution")
+router.register("sessions", labeling_api.SessionViewSet, basename="session")
+router.register("imports", labeling_api.ImportJobViewSet, basename="import")
+router.register("training-runs", trainer_api.TrainingRunViewSet, basename="training-run")
+router.register("model-versions", trainer_api.ModelVersionViewSet, basename="model-version")
+router.register("generations", trainer_api.GenerationViewSet, basename="generation")
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    # The split view serves Swagger UI's script as a file, so the CSP needs no inline script.
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path("solutions/<int:pk>/role/", labeling_api.SolutionRoleView.as_view(), name="solution-role"),
+    path("labeling/next/", labeling_api.NextTaskView.as_view(), name="api-next-task"),
+    path("sessions/<int:pk>/rate/", labeling_api.RateView.as_view(), name="api-rate"),
+    path("sessions/<int:pk>/submit/", labeling_api.SubmitView.as_view(), name="api-submit"),
+    path("labels/export/", labeling_api.ExportView.as_view(), name="api-export"),
+    path("tokens/", labeling_api.TokenListView.as_view(), name="api-tokens"),
+    path(
+        "tokens/<str:token_key>/", labeling_api.TokenDetailView.as_view(), name="api-token-detail"
+    ),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,133 @@
+"""Imports as jobs: an uploaded file is checked, stored, and imported by a worker.
+
+The importers themselves (``services.import_*``) are all-or-nothing; a job only records who
+uploaded what and how it ended, so a script can poll it.
+"""
+
+import logging
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from labeling import prm800k, services
+from labeling.models import ImportJob
+
+logger = logging.getLogger(__name__)
+
+IMPORTERS = {
+    ImportJob.Kind.PROBLEMS: services.import_problems,
+    ImportJob.Kind.SOLUTIONS: services.import_solutions,
+    ImportJob.Kind.PRM800K: services.import_prm800k,
+}
+
+
+class UploadRefused(Exception):
+    """An upload that is not imported; the message names the problem."""
+
+    def __init__(self, message: str, *, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def upload_dir() -> Path:
+    path = Path(settings.VAR_DIR) / "imports"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _store(upload: IO[bytes], *, limit: int) -> tuple[Path, int]:
+    path = upload_dir() / f"{uuid.uuid4().hex}.jsonl"
+    size = 0
+    try:
+        with path.open("wb") as out:
+            for chunk in iter(lambda: upload.read(1024 * 1024), b""):
+                size += len(chunk)
+                if size > limit:
+                    raise UploadRefused(
+                        f"the file is larger than the upload limit ({limit:,} bytes)", status=413
+                    )
+                out.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path, size
+
+
+def check_upload(*, path: Path, kind: str, name: str) -> int:
+    """Refuse what can be refused without the database: encoding, JSON, PRM800K schema."""
+    lines = 0
+    try:
+        for number, obj in services.read_jsonl(path=path, name=name, progress=False):
+            lines += 1
+            if kind == ImportJob.Kind.PRM800K:
+                try:
+                    prm800k.parse_record(obj)
+                except prm800k.InvalidRecord as exc:
+                    raise services.ImportFailed(f"{name}:{number}: {exc}") from None
+    except services.ImportFailed as exc:
+        raise UploadRefused(str(exc)) from None
+    if lines == 0:
+        raise UploadRefused(f"{name}: the file has no JSON lines")
+    return lines
+
+
+def create_import_job(*, user, kind: str, upload: IO[bytes], file_name: str) -> ImportJob:
+    """Store and check an upload, then queue its import; refused uploads leave nothing."""
+    if kind not in IMPORTERS:
+        raise UploadRefused(f"unknown kind {kind!r}; one of {', '.join(IMPORTERS)}")
+    name = Path(file_name or "upload.jsonl").name
+    path, size = _store(upload, limit=settings.IMPORT_MAX_UPLOAD_BYTES)
+    try:
+        check_upload(path=path, kind=kind, name=name)
+    except UploadRefused:
+        path.unlink(missing_ok=True)
+        raise
+    job = ImportJob.objects.create(
+        kind=kind, file_name=name, stored_path=str(path), size=size, created_by=user
+    )
+    transaction.on_commit(lambda: _enqueue(job.pk))
+    return job
+
+
+def _enqueue(job_id: int) -> None:
+    from labeling.tasks import run_import_job_task
+
+    try:
+        run_import_job_task.delay(job_id)
+    except BrokerError as exc:
+        # Without a broker the upload cannot run later either: say so instead of waiting.
+        ImportJob.objects.filter(pk=job_id).update(
+            status=ImportJob.Status.FAILED,
+            finished_at=timezone.now(),
+            error=f"the task queue is unreachable, nothing was imported ({exc})",
+        )
+
+
+def run_import_job(*, job_id: int) -> ImportJob:
+    """Import the job's file. Runs once: a job that already started is left as it is."""
+    claimed = ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.QUEUED).update(
+        status=ImportJob.Status.RUNNING, started_at=timezone.now()
+    )
+    job = ImportJob.objects.get(pk=job_id)
+    if not claimed:
+        return job
+    importer = IMPORTERS[job.kind]
+    try:
+        result = importer(path=Path(job.stored_path), name=job.file_name)
+    except services.ImportFailed as exc:
+        job.status, job.error = ImportJob.Status.FAILED, str(exc)
+    except Exception as exc:  # the job must end in a state a user can read
+        logger.exception("import job %s failed", job_id)
+        job.status, job.error = ImportJob.Status.FAILED, f"{job.file_name}: {exc}"
+    else:
+        job.status, job.result = ImportJob.Status.SUCCEEDED, asdict(result)
+        Path(job.stored_path).unlink(missing_ok=True)
+    job.finished_at = timezone.now()
+    job.save(update_fields=["status", "error", "result", "finished_at"])
+    return job

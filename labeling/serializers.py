@@ -1,0 +1,158 @@
+"""API representations. Labelers appear only by their UUID, never by username."""
+
+from knox.models import AuthToken
+from rest_framework import serializers
+
+from labeling.models import (
+    FinishReason,
+    ImportJob,
+    LabelingSession,
+    Problem,
+    Solution,
+    StepLabel,
+    StepRating,
+)
+
+
+class ProblemSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Problem
+        fields = ["id", "unique_id", "text", "answer", "solution", "subject", "level", "split"]
+        fields += ["is_bad", "created_at"]
+
+
+class SolutionSerializer(serializers.ModelSerializer):
+    generation = serializers.IntegerField(source="generation.number", allow_null=True)
+    prm_model_version = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Solution
+        fields = [
+            "id",
+            "problem",
+            "steps",
+            "answer",
+            "is_correct",
+            "source",
+            "source_score",
+            "prm_score",
+            "prm_step_scores",
+            "prm_model_version",
+            "generation",
+            "is_quality_control",
+            "is_screening",
+            "priority",
+            "alternatives",
+            "created_at",
+        ]
+
+
+class SolutionRoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(
+        choices=["quality_control", "screening", "none"],
+        help_text="Serve as quality control to every labeler, as a screening question, or neither.",
+    )
+
+
+class BulkResultSerializer(serializers.Serializer):
+    lines = serializers.IntegerField()
+    created = serializers.IntegerField()
+    updated = serializers.IntegerField()
+    unchanged = serializers.IntegerField()
+
+
+class StepRatingSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = StepRating
+        fields = ["completion_index", "text", "rating", "flagged"]
+
+
+class StepLabelSerializer(serializers.ModelSerializer):
+    ratings = StepRatingSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = StepLabel
+        fields = ["index", "chosen_completion", "human_completion", "ratings"]
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    labeler = serializers.UUIDField(source="labeler.uuid", read_only=True)
+    generation = serializers.IntegerField(source="generation.number", allow_null=True)
+    steps = StepLabelSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = LabelingSession
+        fields = [
+            "id",
+            "labeler",
+            "solution",
+            "generation",
+            "is_quality_control",
+            "is_screening",
+            "queue",
+            "started_at",
+            "lease_expires_at",
+            "submitted_at",
+            "total_time",
+            "finish_reason",
+            "finish_reason_text",
+            "steps",
+        ]
+
+
+class AssignmentSerializer(serializers.Serializer):
+    session = SessionSerializer()
+    queue = serializers.CharField()
+    problem = ProblemSerializer(source="session.solution.problem")
+    steps = serializers.ListField(child=serializers.CharField(), source="session.solution.steps")
+
+
+class RateSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0, help_text="Step index, from 0.")
+    rating = serializers.ChoiceField(choices=[-1, 0, 1])
+    flagged = serializers.BooleanField(default=False, help_text="The labeler is unsure.")
+
+
+class SubmitSerializer(serializers.Serializer):
+    finish_reason = serializers.ChoiceField(choices=FinishReason.choices)
+    reason = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="Required to give up or report."
+    )
+
+
+class ExportQuerySerializer(serializers.Serializer):
+    generation = serializers.IntegerField(required=False)
+    since = serializers.DateTimeField(required=False)
+    labeler = serializers.UUIDField(required=False)
+    include_qc = serializers.BooleanField(required=False, default=True)
+
+
+class ImportJobSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ImportJob
+        fields = ["id", "kind", "status", "file_name", "size", "created_at", "started_at"]
+        fields += ["finished_at", "result", "error"]
+        read_only_fields = fields
+
+
+class ImportUploadSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=ImportJob.Kind.choices)
+    file = serializers.FileField()
+
+
+class TokenSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuthToken
+        fields = ["token_key", "created", "expiry"]
+
+
+class TokenCreateSerializer(serializers.Serializer):
+    expires_in_days = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=3650, help_text="Empty: no expiry."
+    )
+
+
+class NewTokenSerializer(serializers.Serializer):
+    token = serializers.CharField(help_text="Shown once; only its hash is stored.")
+    token_key = serializers.CharField()
+    expiry = serializers.DateTimeField(allow_null=True)
