@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: run test setup migrate lint bench bench-export clean
+.PHONY: run test setup migrate lint bench bench-export bench-serve bench-score clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,10 +31,17 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: bench-export
+bench: bench-export bench-serve bench-score
 
 bench-export: migrate
 	$(BIN)/python bench/export.py
+
+# Needs DATABASE_URL=postgres://…: it creates and drops its own database on that server.
+bench-serve: setup
+	$(BIN)/python bench/serve.py $(BENCH_SERVE_ARGS)
+
+bench-score: setup
+	$(BIN)/python bench/score.py
 
 clean:
 	rm -rf var/ $(VENV)

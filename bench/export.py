@@ -1,6 +1,6 @@
 """Benchmark: PRM800K import and export at full scale, on a throwaway database.
 
-    python bench/export.py [--solutions N] [--steps-per-solution K]
+    python bench/export.py [--solutions N] [--steps-per-solution K] [--keep-db | --reuse-db]
 
 Generates a synthetic PRM800K phase-2 file of N labeled solutions (default 100,000 lines of
 about 10 rated steps each, ~1,000,000 step ratings: the size of PRM800K), imports it with
@@ -13,6 +13,11 @@ The database is never the developer's: with a PostgreSQL `DATABASE_URL` the benc
 creates (and afterwards drops) a database named `stepwise_bench` on that server; otherwise
 it uses a SQLite file in a temporary directory. Exits non-zero when a target is missed:
 the full export must take under 60 s and no phase may peak above 300 MB RSS.
+
+The import of 100,000 lines takes over ten minutes. To iterate on the export, run once with
+`--keep-db` (the database outlives the run: `stepwise_bench`, or `var/bench_export.sqlite3`)
+and then with `--reuse-db`, which skips the import and times the export alone
+against the kept database (the input file is regenerated from the same seed for the check).
 """
 
 import argparse
@@ -59,6 +64,14 @@ def is_postgres(url: str) -> bool:
     return urlsplit(url).scheme in {"postgres", "postgresql", "pgsql", "postgis"}
 
 
+def postgres_bench_url(server_url: str) -> str:
+    return urlsplit(server_url)._replace(path=f"/{BENCH_DB}").geturl()
+
+
+def kept_sqlite_path() -> Path:
+    return Path(os.environ.get("STEPWISE_VAR_DIR", REPO / "var")) / "bench_export.sqlite3"
+
+
 def create_postgres_database(server_url: str) -> str:
     """Create an empty `stepwise_bench` beside the configured database; return its URL."""
     import psycopg2
@@ -72,7 +85,7 @@ def create_postgres_database(server_url: str) -> str:
             cur.execute(f"CREATE DATABASE {BENCH_DB}")
     finally:
         conn.close()
-    return urlsplit(server_url)._replace(path=f"/{BENCH_DB}").geturl()
+    return postgres_bench_url(server_url)
 
 
 def drop_postgres_database(server_url: str) -> None:
@@ -373,27 +386,32 @@ def rate(lines: int, seconds: float) -> str:
     return f"{lines / seconds:,.0f}" if seconds else "-"
 
 
-def report(*, lines: int, imp: dict, exp: dict, dumps_s: float, check, backend: str) -> bool:
+def report(*, lines: int, imp: dict | None, exp: dict, dumps_s: float, check, backend: str) -> bool:
+    """Print the figures; `imp` is None when the import was skipped (`--reuse-db`)."""
     exported, sampled, equal = check
     ratio = exp["seconds"] / dumps_s
+    peaks = [exp["peak_mb"]] + ([imp["peak_mb"]] if imp else [])
     checks = [
         (f"full export under {EXPORT_TARGET_S:.0f} s", exp["seconds"] < EXPORT_TARGET_S),
         (
-            f"RSS under {RSS_TARGET_MB:.0f} MB (import and export)",
-            max(imp["peak_mb"], exp["peak_mb"]) < RSS_TARGET_MB,
+            f"RSS under {RSS_TARGET_MB:.0f} MB ({'import and ' if imp else ''}export)",
+            max(peaks) < RSS_TARGET_MB,
         ),
         (f"export has {lines:,} lines", exported == lines),
         (f"{sampled} sampled lines equal their input", equal == sampled),
     ]
-    rows = [
-        ("phase", "seconds", "lines/s", "peak RSS MB", "baseline MB"),
-        (
-            "import",
-            f"{imp['seconds']:.1f}",
-            rate(lines, imp["seconds"]),
-            f"{imp['peak_mb']:.0f}",
-            f"{imp['baseline_mb']:.0f}",
-        ),
+    rows = [("phase", "seconds", "lines/s", "peak RSS MB", "baseline MB")]
+    if imp:
+        rows.append(
+            (
+                "import",
+                f"{imp['seconds']:.1f}",
+                rate(lines, imp["seconds"]),
+                f"{imp['peak_mb']:.0f}",
+                f"{imp['baseline_mb']:.0f}",
+            )
+        )
+    rows += [
         (
             "export",
             f"{exp['seconds']:.1f}",
@@ -405,7 +423,7 @@ def report(*, lines: int, imp: dict, exp: dict, dumps_s: float, check, backend: 
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     print(f"\nstepwise export benchmark ({backend})")
-    print(f"lines {lines:,}   step ratings {imp['ratings']:,}")
+    print(f"lines {lines:,}   step ratings {imp['ratings']:,}" if imp else f"lines {lines:,}")
     for row in rows:
         print(
             "  ".join(
@@ -413,10 +431,13 @@ def report(*, lines: int, imp: dict, exp: dict, dumps_s: float, check, backend: 
                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))
             )
         )
-    print(
-        f"import: {imp['grading_seconds']:.1f} s of it grading answers "
-        f"({imp['distinct_graded']:,} distinct answer/truth pairs)"
-    )
+    if imp:
+        print(
+            f"import: {imp['grading_seconds']:.1f} s of it grading answers "
+            f"({imp['distinct_graded']:,} distinct answer/truth pairs)"
+        )
+    else:
+        print("import: skipped (--reuse-db), export timed against the kept database")
     print(f"export / json.dumps: {ratio:.1f}x")
     print("(baseline: the phase process's RSS after django.setup() and imports, before its work)")
     for name, ok in checks:
@@ -429,6 +450,18 @@ def main() -> int:
     parser.add_argument("--solutions", type=int, default=100_000, help="lines (sessions)")
     parser.add_argument(
         "--steps-per-solution", type=int, default=10, help="mean steps; each varies by ±4"
+    )
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--keep-db",
+        action="store_true",
+        help="keep the imported database after the run, for later --reuse-db runs",
+    )
+    kept.add_argument(
+        "--reuse-db",
+        action="store_true",
+        help="skip the import: time the export of a database kept by --keep-db "
+        "(same --solutions and --steps-per-solution)",
     )
     parser.add_argument("--phase", choices=("import", "export"), help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
@@ -443,34 +476,44 @@ def main() -> int:
 
     server_url = os.environ.get("DATABASE_URL", "")
     postgres = is_postgres(server_url)
+    keep = args.keep_db or args.reuse_db
     with tempfile.TemporaryDirectory(prefix="stepwise-bench-") as tmp:
         tmpdir = Path(tmp)
-        db = (
-            create_postgres_database(server_url)
-            if postgres
-            else (f"sqlite:///{tmpdir / 'bench.sqlite3'}")
-        )
+        if postgres:
+            db = postgres_bench_url(server_url) if args.reuse_db else None
+            db = db or create_postgres_database(server_url)
+        else:
+            sqlite_path = kept_sqlite_path() if keep else tmpdir / "bench.sqlite3"
+            if args.keep_db:
+                sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+                sqlite_path.unlink(missing_ok=True)
+            elif args.reuse_db and not sqlite_path.exists():
+                parser.error(f"--reuse-db: {sqlite_path} does not exist; run with --keep-db")
+            db = f"sqlite:///{sqlite_path}"
+        imp = None
         try:
             setup_django(db)
             from django.core.management import call_command
             from django.db import connections
 
-            call_command("migrate", verbosity=0, interactive=False)
+            if not args.reuse_db:
+                call_command("migrate", verbosity=0, interactive=False)
             # The phases open their own connections; SQLite must not see a second writer.
             connections.close_all()
 
             source, exported = tmpdir / "input.jsonl", tmpdir / "export.jsonl"
             print(f"generating {args.solutions:,} lines ...", file=sys.stderr)
             generate(source, solutions=args.solutions, steps_per_solution=args.steps_per_solution)
-            print("importing ...", file=sys.stderr)
-            imp = run_phase("import", db=db, file=source)
+            if not args.reuse_db:
+                print("importing ...", file=sys.stderr)
+                imp = run_phase("import", db=db, file=source)
             print("exporting ...", file=sys.stderr)
             exp = run_phase("export", db=db, file=exported)
             print("json.dumps peer and round-trip check ...", file=sys.stderr)
             dumps_s = time_json_dumps(source, tmpdir / "dumps.jsonl")
             check = check_round_trip(source, exported, args.solutions)
         finally:
-            if postgres:
+            if postgres and not keep:
                 from django.db import connections
 
                 connections.close_all()  # DROP DATABASE refuses while we are connected
