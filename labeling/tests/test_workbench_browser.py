@@ -204,3 +204,20 @@ def test_enter_swaps_in_the_next_problem_without_a_page_load(page, live_server):
     page.keyboard.press("Enter")
     page.wait_for_selector("text=Nothing to label right now")
     assert LabelingSession.objects.filter(finish_reason="solution").count() == 2
+
+
+def test_question_mark_shows_the_key_map_with_a_link_to_the_guidelines(page, live_server):
+    expect = pytest.importorskip("playwright.sync_api").expect
+    add_solution(["Step one.", "# Answer\n\n4"])
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    keymap = page.get_by_role("dialog", name="Keyboard shortcuts")
+    expect(keymap).to_be_hidden()
+    page.keyboard.press("?")
+    expect(keymap).to_be_visible()
+    link = keymap.get_by_role("link", name="labeling guidelines")
+    assert link.get_attribute("href") == "/guidelines/"
+    page.keyboard.press("?")
+    expect(keymap).to_be_hidden()
+    # The key map only shows: nothing was rated.
+    assert not StepRating.objects.exists()
