@@ -258,6 +258,21 @@ PRM_SCORE_TIME_LIMIT = int(os.environ.get("PRM_SCORE_TIME_LIMIT", str(3 * 3600 +
 PRM_HEARTBEAT_SECONDS = float(os.environ.get("PRM_HEARTBEAT_SECONDS", "15"))
 PRM_RUN_STALE_SECONDS = float(os.environ.get("PRM_RUN_STALE_SECONDS", "300"))
 
+# Active learning (trainer/selection.py): how the next generation of solutions is chosen.
+# Strategy: convincing_wrong_answer (the paper's), uniform (random baseline) or uncertainty.
+SELECTION_STRATEGY = os.environ.get("SELECTION_STRATEGY", "convincing_wrong_answer")
+# Solutions each labeled once per generation, at most SELECTION_PER_PROBLEM_CAP per problem;
+# SELECTION_WRONG_SHARE of them are convincing wrong answers (convincing_wrong_answer only).
+SELECTION_BATCH_SIZE = int(os.environ.get("SELECTION_BATCH_SIZE", "500"))
+SELECTION_PER_PROBLEM_CAP = int(os.environ.get("SELECTION_PER_PROBLEM_CAP", "4"))
+SELECTION_WRONG_SHARE = float(os.environ.get("SELECTION_WRONG_SHARE", "0.8"))
+# Quality-control solutions reserved for each generation (on top of the batch), served to
+# every labeler.
+SELECTION_QC_COUNT = int(os.environ.get("SELECTION_QC_COUNT", "10"))
+# After a retrain whose model became active: select the next generation for "scheduled"
+# (periodic) runs only, "always" (any run), or "never".
+SELECTION_AFTER_RETRAIN = os.environ.get("SELECTION_AFTER_RETRAIN", "scheduled")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

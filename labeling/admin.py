@@ -40,7 +40,14 @@ class SolutionAdmin(admin.ModelAdmin):
         "is_screening",
         "has_gold",
     )
-    list_filter = ("is_correct", "is_quality_control", "is_screening", "source", "generation")
+    list_filter = (
+        "is_correct",
+        "is_quality_control",
+        "is_screening",
+        "source",
+        "generation",
+        "selection_reason",
+    )
     search_fields = ("problem__text", "problem__unique_id", "answer")
     raw_id_fields = ("problem",)
     readonly_fields = ("content_hash",)

@@ -65,6 +65,16 @@ class Generation(models.Model):
         return f"generation {self.number}"
 
 
+class SelectionReason(models.TextChoices):
+    """Why active learning put a solution into its generation (trainer/selection.py)."""
+
+    WRONG_ANSWER_CONVINCING = "wrong_answer_convincing", "Convincing wrong answer"
+    CONVINCING = "convincing", "Convincing"
+    UNIFORM = "uniform", "Uniform sample"
+    UNCERTAINTY = "uncertainty", "Uncertain score"
+    QUALITY_CONTROL = "qc", "Quality control"
+
+
 def validate_gold_ratings(value) -> None:
     """Gold is a label as PRM800K phase 2 records it: ratings in {-1, 0, 1}, stopping at -1."""
     if value is None:
@@ -119,6 +129,22 @@ class Solution(models.Model):
         "e.g. [1, 0, -1]. Labelers' agreement is measured against it.",
     )
     priority = models.FloatField(default=0.0, help_text="Higher is served first.")
+    # What selected it into `generation` (empty for imported solutions): the model version
+    # whose scores were used, its score then (prm_score may have changed since) and why.
+    selection_model_version = models.ForeignKey(
+        "trainer.ModelVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="selected_solutions",
+        help_text="The model version whose scores selected it into its generation.",
+    )
+    selection_score = models.FloatField(
+        null=True, blank=True, help_text="Its PRM score when it was selected."
+    )
+    selection_reason = models.CharField(
+        max_length=32, choices=SelectionReason.choices, blank=True, help_text="Why it was selected."
+    )
     meta = models.JSONField(default=dict, blank=True, help_text="Import keys not modelled.")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -127,6 +153,10 @@ class Solution(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["problem", "content_hash"], name="solution_unique_per_problem"
+            ),
+            models.CheckConstraint(
+                condition=Q(selection_reason__in=["", *SelectionReason.values]),
+                name="solution_selection_reason_known",
             ),
         ]
 

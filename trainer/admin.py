@@ -31,18 +31,18 @@ class TrainingRunAdmin(admin.ModelAdmin):
 class ModelVersionAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "is_active", "training_run", "created_at", "promoted_at"]
     list_filter = ["is_active"]
-    actions = ["promote"]
+    actions = ["activate"]
 
     def get_readonly_fields(self, request, obj=None):
         # A checkpoint made elsewhere can be registered; a recorded one is not rewritten, and
-        # activation goes through the promote action (which rescores).
+        # activation goes through the activate action (which rescores).
         fixed = ["training_run", "is_active", "promoted_at"]
         return fixed if obj is None else [*fixed, "checkpoint_path", "metrics"]
 
-    @admin.action(description="Promote to active (and rescore every solution)")
-    def promote(self, request, queryset):
+    @admin.action(description="Activate (and rescore every solution)")
+    def activate(self, request, queryset):
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one model version.", messages.ERROR)
             return
-        version = services.promote_model_version(model_version_id=queryset.get().pk)
+        version = services.activate_model_version(model_version_id=queryset.get().pk)
         self.message_user(request, f"{version} is now active.")

@@ -11,7 +11,7 @@ from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from labeling.models import Generation
 from labeling.permissions import IsResearcher
-from trainer import selectors, services
+from trainer import selection, selectors, services
 from trainer import serializers as s
 from trainer.models import ModelVersion, TrainingRun
 
@@ -63,7 +63,7 @@ class TrainingRunViewSet(ReadOnlyModelViewSet):
 
 
 class ModelVersionViewSet(ReadOnlyModelViewSet):
-    """Trained PRM checkpoints; promoting one makes it the model that scores and selects."""
+    """Trained PRM checkpoints; activating one makes it the model that scores and selects."""
 
     serializer_class = s.ModelVersionSerializer
     permission_classes = [IsResearcher]
@@ -73,10 +73,10 @@ class ModelVersionViewSet(ReadOnlyModelViewSet):
 
     @extend_schema(request=None, responses=s.ModelVersionSerializer)
     @action(detail=True, methods=["post"])
-    def promote(self, request: Request, pk: str) -> Response:
+    def activate(self, request: Request, pk: str) -> Response:
         version = self.get_object()
         try:
-            version = services.promote_model_version(model_version_id=version.pk)
+            version = services.activate_model_version(model_version_id=version.pk)
         except services.TrainingRefused as exc:
             raise Conflict(str(exc)) from None
         return Response(s.ModelVersionSerializer(version).data)
@@ -88,3 +88,28 @@ class GenerationViewSet(ReadOnlyModelViewSet):
     serializer_class = s.GenerationSerializer
     permission_classes = [IsResearcher]
     queryset = Generation.objects.order_by("number")
+
+    @extend_schema(
+        request=s.GenerationRequestSerializer,
+        responses={202: s.GenerationQueuedSerializer},
+        description="Publish the next generation now: a GPU worker scores the unlabeled pool "
+        "with the active model version and selects it. 409 when no model version is active, "
+        "503 when the task broker is unreachable.",
+    )
+    def create(self, request: Request) -> Response:
+        body = s.GenerationRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            queued = selection.request_generation(params=body.validated_data)
+        except selection.BrokerUnavailable as exc:
+            raise BrokerDown(str(exc)) from None
+        except selection.NoActiveModelVersion as exc:
+            raise Conflict(str(exc)) from None
+        except selection.SelectionRefused as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        data = {
+            "task_id": queued.task_id,
+            "model_version": queued.model_version.pk,
+            "params": queued.params,
+        }
+        return Response(s.GenerationQueuedSerializer(data).data, status=status.HTTP_202_ACCEPTED)

@@ -1,6 +1,9 @@
 from pathlib import Path
 
 from django import forms
+from django.conf import settings
+
+from trainer.selection import STRATEGIES
 
 
 class TrainingRunForm(forms.Form):
@@ -40,3 +43,35 @@ class TrainingRunForm(forms.Form):
 
     def params(self) -> dict:
         return {key: value for key, value in self.cleaned_data.items() if value not in (None, "")}
+
+
+class GenerationForm(forms.Form):
+    """Selection parameters for publishing the next generation; initial values are settings."""
+
+    strategy = forms.ChoiceField(choices=[])
+    batch_size = forms.IntegerField(
+        min_value=0, max_value=1_000_000, help_text="Solutions labeled once each."
+    )
+    per_problem_cap = forms.IntegerField(min_value=1, max_value=1_000_000, label="Per-problem cap")
+    wrong_share = forms.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        label="Wrong-answer share",
+        help_text="Share of the batch that is convincing wrong answers (that strategy only).",
+    )
+    qc_count = forms.IntegerField(
+        min_value=0,
+        max_value=100_000,
+        label="Quality-control solutions",
+        help_text="Served to every labeler, on top of the batch.",
+    )
+    seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=0)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["strategy"].choices = [(name, name) for name in STRATEGIES]
+        for name in ("strategy", "batch_size", "per_problem_cap", "wrong_share", "qc_count"):
+            self.fields[name].initial = getattr(settings, f"SELECTION_{name.upper()}")
+
+    def params(self) -> dict:
+        return dict(self.cleaned_data)

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from labeling.models import Generation
 from trainer.models import ModelVersion, TrainingRun
+from trainer.selection import STRATEGIES
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
@@ -57,3 +58,20 @@ class GenerationSerializer(serializers.ModelSerializer):
         model = Generation
         fields = ["id", "number", "model_version", "params", "created_at"]
         read_only_fields = fields
+
+
+class GenerationRequestSerializer(serializers.Serializer):
+    """Selection parameters; missing ones take the SELECTION_* settings."""
+
+    strategy = serializers.ChoiceField(choices=sorted(STRATEGIES), required=False)
+    batch_size = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
+    per_problem_cap = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
+    wrong_share = serializers.FloatField(min_value=0.0, max_value=1.0, required=False)
+    qc_count = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
+    seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+
+
+class GenerationQueuedSerializer(serializers.Serializer):
+    task_id = serializers.CharField(help_text="The Celery task that scores the pool and selects.")
+    model_version = serializers.IntegerField(help_text="The active model version that selects.")
+    params = serializers.DictField(help_text="Every selection parameter, defaults filled in.")

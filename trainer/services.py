@@ -1,4 +1,4 @@
-"""Training runs and model versions: request, execute, cancel, promote, recover from dead workers.
+"""Training runs and model versions: request, execute, cancel, activate, recover from dead workers.
 
 The ML itself (examples, the PRM, the loop, scoring) lives in dataset/prm/train/score; this
 module turns it into recorded runs. Those modules import torch, so they are imported inside
@@ -391,6 +391,12 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
     version = _record_model_version(run_id=run_id, result=result, recorder=recorder)
     if version is not None and version.is_active:
         transaction.on_commit(partial(_enqueue_scoring, model_version_id=version.pk))
+        # Then the next generation, as SELECTION_AFTER_RETRAIN says (queued behind scoring).
+        from trainer.selection import select_after_retrain
+
+        transaction.on_commit(
+            partial(select_after_retrain, run_id=run_id, model_version_id=version.pk)
+        )
     return TrainingRun.objects.get(pk=run_id)
 
 
@@ -528,7 +534,7 @@ def _activate(version: ModelVersion) -> None:
     version.save(update_fields=["is_active", "promoted_at"])
 
 
-def promote_model_version(*, model_version_id: int) -> ModelVersion:
+def activate_model_version(*, model_version_id: int) -> ModelVersion:
     """Make this version the active one (the one that scores and selects) and rescore with it."""
     try:
         with transaction.atomic():
@@ -537,7 +543,7 @@ def promote_model_version(*, model_version_id: int) -> ModelVersion:
                 _activate(version)
                 transaction.on_commit(partial(_enqueue_scoring, model_version_id=version.pk))
     except IntegrityError:
-        raise TrainingRefused("Another model version was promoted at the same moment.") from None
+        raise TrainingRefused("Another model version was activated at the same moment.") from None
     return version
 
 

@@ -1,5 +1,5 @@
-"""Celery shells around trainer.services. Routing: training and scoring on `gpu`, the periodic
-check on `default` (CELERY_TASK_ROUTES).
+"""Celery shells around trainer.services and trainer.selection. Routing: training, scoring and
+selection on `gpu`, the periodic check on `default` (CELERY_TASK_ROUTES).
 
 Delivery choices for training: `acks_late=True` so a message taken by a worker that dies
 before it starts the run is delivered again, and `reject_on_worker_lost` left off so a run
@@ -16,7 +16,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils import timezone
 
-from trainer import services
+from trainer import selection, services
 
 
 @shared_task(
@@ -40,6 +40,21 @@ def score_solutions(model_version_id: int, solution_ids: list[int] | None = None
     return services.score_with_model_version(
         model_version_id=model_version_id, solution_ids=solution_ids
     )
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=settings.PRM_SCORE_SOFT_TIME_LIMIT,
+    time_limit=settings.PRM_SCORE_TIME_LIMIT,
+)
+def select_generation(self, model_version_id: int, params: dict) -> int | None:
+    # Scores the pool, so it runs where the model does (queue gpu). A redelivered message
+    # finds the generation its task id already published and selects nothing twice.
+    generation = selection.execute_selection(
+        model_version_id=model_version_id, params=params, request_id=self.request.id or ""
+    )
+    return generation.number if generation else None
 
 
 @shared_task

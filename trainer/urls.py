@@ -9,5 +9,9 @@ urlpatterns = [
     path("runs/<int:run_id>/progress/", views.run_progress, name="run-progress"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("models/", views.model_list, name="model-list"),
-    path("models/<int:model_version_id>/promote/", views.model_promote, name="model-promote"),
+    path("models/<int:model_version_id>/activate/", views.model_activate, name="model-activate"),
+    path("inspect/disagreements/", views.disagreement_list, name="disagreement-list"),
+    path("inspect/solutions/<int:solution_id>/", views.solution_inspect, name="solution-inspect"),
+    path("generations/", views.generation_list, name="generation-list"),
+    path("generations/<int:generation_id>/", views.generation_detail, name="generation-detail"),
 ]

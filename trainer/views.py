@@ -1,16 +1,20 @@
-"""Researcher pages: training runs (start, watch, cancel) and model versions (promote)."""
+"""Researcher pages: training runs (start, watch, cancel), model versions (activate),
+inspection (one solution's steps beside the PRM's scores; where PRM and humans disagree) and
+generations of active learning (composition, labelers' progress, publish the next one)."""
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from labeling.permissions import ADMIN, RESEARCHER, has_role
-from trainer import selectors, services
-from trainer.forms import TrainingRunForm
+from labeling.models import Generation, Solution
+from labeling.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
+from trainer import selection, selectors, services
+from trainer.forms import GenerationForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 
 
@@ -156,14 +160,105 @@ def model_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def model_promote(request: HttpRequest, model_version_id: int) -> HttpResponse:
+def model_activate(request: HttpRequest, model_version_id: int) -> HttpResponse:
     _require_researcher(request)
     if not ModelVersion.objects.filter(pk=model_version_id).exists():
         raise Http404("No such model version.")
     try:
-        version = services.promote_model_version(model_version_id=model_version_id)
+        version = services.activate_model_version(model_version_id=model_version_id)
     except services.TrainingRefused as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{version} is now active; solutions are being rescored.")
     return redirect("model-list")
+
+
+# --- inspection -------------------------------------------------------------------------------
+
+DISAGREEMENTS_PER_PAGE = 25
+
+
+@login_required
+def solution_inspect(request: HttpRequest, solution_id: int) -> HttpResponse:
+    _require_researcher(request)
+    try:
+        inspection = selectors.solution_inspection(solution_id=solution_id)
+    except Solution.DoesNotExist:
+        raise Http404("No such solution.") from None
+    return render(request, "trainer/solution_inspect.html", {"inspection": inspection})
+
+
+@login_required
+def disagreement_list(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    version = selectors.active_model_version()
+    page, rows = None, []
+    if version is not None:
+        ranked = selectors.disagreements(model_version=version)
+        page = Paginator(ranked, DISAGREEMENTS_PER_PAGE).get_page(request.GET.get("page"))
+        rows = selectors.with_solutions(rows=page.object_list)
+    return render(
+        request,
+        "trainer/disagreement_list.html",
+        {
+            "version": version,
+            "page": page,
+            "rows": rows,
+            "neutral_as_ok": selectors.neutral_counts_as_ok(model_version=version),
+        },
+    )
+
+
+# --- generations (active learning) ------------------------------------------------------------
+
+
+@login_required
+def generation_list(request: HttpRequest) -> HttpResponse:
+    """Every generation with its composition and progress; POST publishes the next one now."""
+    _require_researcher(request)
+    form = GenerationForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                queued = selection.request_generation(params=form.params())
+            except selection.NoActiveModelVersion as exc:
+                messages.error(request, str(exc))
+                status = 409
+            except selection.BrokerUnavailable as exc:
+                messages.error(request, str(exc))
+                status = 503
+            except selection.SelectionRefused as exc:
+                messages.error(request, str(exc))
+            else:
+                messages.success(
+                    request,
+                    f"Selection with {queued.model_version} is queued: the next generation "
+                    "appears here once a GPU worker has scored the pool.",
+                )
+                return redirect("generation-list")
+    return render(
+        request,
+        "trainer/generation_list.html",
+        {
+            "summaries": selection.generation_summaries(),
+            "form": form,
+            "active": ModelVersion.objects.filter(is_active=True).first(),
+        },
+        status=status,
+    )
+
+
+@login_required
+def generation_detail(request: HttpRequest, generation_id: int) -> HttpResponse:
+    _require_researcher(request)
+    try:
+        detail = selection.generation_detail(generation_id=generation_id)
+    except Generation.DoesNotExist:
+        raise Http404("No such generation.") from None
+    return render(
+        request,
+        "trainer/generation_detail.html",
+        {"detail": detail, "can_manage": can_manage_labelers(request.user)},
+    )

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from labeling import imports, services
 from labeling.models import ImportJob, LabelingSession, Problem, Solution, StepRating
+from trainer.models import ModelVersion
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -76,7 +77,10 @@ MATRIX = [
     ("post", "/api/training-runs/", {"params": {"epochs": 1}}, (401, 403, 201, 201)),
     ("post", "/api/training-runs/", {"params": {"epochs": -1}}, (401, 403, 400, 400)),
     ("get", "/api/model-versions/", None, (401, 403, 200, 200)),
+    ("post", "/api/model-versions/{model_version}/activate/", None, (401, 403, 200, 200)),
     ("get", "/api/generations/", None, (401, 403, 200, 200)),
+    # No model version is active here: selection has nothing to score with.
+    ("post", "/api/generations/", {"batch_size": 5}, (401, 403, 409, 409)),
     ("get", "/api/schema/", None, (200, 200, 200, 200)),  # the API description is public
 ]
 
@@ -90,6 +94,7 @@ def test_permission_matrix(role, method, url, body, expected, other_session):
         "problem": Problem.objects.first().pk,
         "solution": Solution.objects.first().pk,
         "other_session": other_session.pk,
+        "model_version": ModelVersion.objects.create(checkpoint_path="/x").pk,
     }
     response = getattr(client_for(role), method)(url.format(**ids), body, format="json")
     assert response.status_code == expected[ROLES.index(role)], response.content[:300]

@@ -244,7 +244,7 @@ def test_a_new_model_is_promoted_only_when_it_beats_the_active_one(
     active = ModelVersion.objects.create(
         name="old", checkpoint_path="/nowhere", metrics={"step_auroc": active_auroc}
     )
-    services.promote_model_version(model_version_id=active.pk)
+    services.activate_model_version(model_version_id=active.pk)
 
     run = run_once(user=researcher)
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
@@ -267,19 +267,19 @@ def test_a_new_model_is_not_promoted_when_automatic_promotion_is_off(researcher,
     assert "automatic promotion is off" in run.log_tail
 
 
-def test_promoting_keeps_exactly_one_active_model_version(django_capture_on_commit_callbacks):
+def test_activating_keeps_exactly_one_active_model_version(django_capture_on_commit_callbacks):
     first = ModelVersion.objects.create(name="a", checkpoint_path="/a")
     second = ModelVersion.objects.create(name="b", checkpoint_path="/b")
     with (
         mock.patch("trainer.tasks.score_solutions.delay") as rescore,
         django_capture_on_commit_callbacks(execute=True),
     ):
-        services.promote_model_version(model_version_id=first.pk)
-        services.promote_model_version(model_version_id=second.pk)
-        services.promote_model_version(model_version_id=second.pk)  # already active: no-op
+        services.activate_model_version(model_version_id=first.pk)
+        services.activate_model_version(model_version_id=second.pk)
+        services.activate_model_version(model_version_id=second.pk)  # already active: no-op
 
     assert list(ModelVersion.objects.filter(is_active=True)) == [second]
-    # Each promotion rescored every solution with the new active version, once.
+    # Each activation rescored every solution with the new active version, once.
     assert [c.args for c in rescore.call_args_list] == [(first.pk,), (second.pk,)]
     with pytest.raises(IntegrityError), transaction.atomic():
         ModelVersion.objects.filter(pk=first.pk).update(is_active=True)

@@ -1,4 +1,4 @@
-"""Researcher pages: who may see them, starting and cancelling runs, live progress, promotion."""
+"""Researcher pages: who may see them, starting and cancelling runs, live progress, activation."""
 
 import pytest
 from django.urls import reverse
@@ -43,7 +43,7 @@ def pages(run_id: int, version_id: int) -> list[tuple[str, str]]:
         ("get", reverse("run-progress", args=[run_id])),
         ("post", reverse("run-cancel", args=[run_id])),
         ("get", reverse("model-list")),
-        ("post", reverse("model-promote", args=[version_id])),
+        ("post", reverse("model-activate", args=[version_id])),
     ]
 
 
@@ -164,18 +164,18 @@ def test_cancel_button_cancels_a_queued_run(client, researcher):
     assert f"Training run {run.pk} is cancelled" in response.content.decode()
 
 
-def test_promote_button_makes_a_version_the_only_active_one(client, researcher):
+def test_activate_button_makes_a_version_the_only_active_one(client, researcher):
     old = ModelVersion.objects.create(name="old", checkpoint_path="/a", is_active=True)
     new = ModelVersion.objects.create(name="new", checkpoint_path="/b", metrics={"step_auroc": 0.9})
     page = client.get(reverse("model-list")).content.decode()
-    assert reverse("model-promote", args=[new.pk]) in page
-    assert reverse("model-promote", args=[old.pk]) not in page  # already active
+    assert reverse("model-activate", args=[new.pk]) in page
+    assert reverse("model-activate", args=[old.pk]) not in page  # already active
 
-    response = client.post(reverse("model-promote", args=[new.pk]), follow=True)
+    response = client.post(reverse("model-activate", args=[new.pk]), follow=True)
     assert "new is now active" in response.content.decode()
     assert list(ModelVersion.objects.filter(is_active=True)) == [new]
 
 
 def test_unknown_runs_and_versions_are_404(client, researcher):
     assert client.get(reverse("run-detail", args=[999])).status_code == 404
-    assert client.post(reverse("model-promote", args=[999])).status_code == 404
+    assert client.post(reverse("model-activate", args=[999])).status_code == 404

@@ -1,0 +1,701 @@
+"""Active learning: choose the next generation of solutions to label, and read generations back.
+
+One topic read top to bottom, as `labeling/quality.py` is: the strategies (pure functions),
+then the write that publishes a generation, then how it is requested (web, API, after a
+retrain), then the reads behind the generation pages.
+
+A generation is built the way *Let's Verify Step by Step* built theirs:
+
+1. The unlabeled pool is every solution that no labeler has submitted, that is not a
+   quality-control or screening solution, and whose problem was not reported bad. Solutions
+   selected into an earlier generation and still unlabeled stay in the pool: the newer model
+   may rank them differently, and selecting one again moves it to the new generation.
+2. The pool is scored with the model version (only solutions it has not scored yet).
+3. A strategy (a named function in STRATEGIES, the SELECTION_STRATEGY setting) picks the batch.
+   `convincing_wrong_answer`, the paper's: the highest-scored solutions whose final answer is
+   wrong fill `wrong_share` of the batch, the highest-scored of the rest (right or wrong) fill
+   the remainder. `uniform` samples at random (the baseline). `uncertainty` takes the scores
+   nearest 0.5. Every strategy takes at most `per_problem_cap` solutions per problem, and ties
+   are broken by a seeded hash of the solution id, so the same pool and seed give the same
+   generation.
+4. `qc_count` quality-control solutions are reserved on top of the batch and served to every
+   labeler while the generation is current: solutions with gold ratings first (agreement is
+   measured against gold), then seeded-random ones from what is left of the pool.
+5. Each selected solution records its generation, the model version, its score at selection
+   and why it was selected (`Solution.selection_*`); the batch's priority is its selection
+   order, so the labeling queue serves the newest generation first, most convincing first.
+"""
+
+import hashlib
+import logging
+import math
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Avg, Count, Exists, Max, OuterRef, Q, QuerySet, Sum
+from kombu.exceptions import OperationalError as BrokerError
+
+from labeling.models import Generation, LabelingSession, SelectionReason, Solution
+from trainer.models import ModelVersion, TrainingRun
+
+if TYPE_CHECKING:
+    from trainer.prm import PRM
+
+logger = logging.getLogger(__name__)
+
+WRITE_CHUNK = 500
+
+
+class SelectionRefused(Exception):
+    """A selection request that cannot be applied; the message says why."""
+
+
+class NoActiveModelVersion(SelectionRefused):
+    """Selection needs an active model version to score the pool with."""
+
+
+class BrokerUnavailable(SelectionRefused):
+    """The selection could not be handed to a worker."""
+
+
+# --- strategies (pure functions) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One solution of the pool as a strategy sees it."""
+
+    solution_id: int
+    problem_id: int
+    score: float | None  # the model version's solution score; None when it has none
+    is_correct: bool  # final answer equivalent to the ground truth
+
+
+@dataclass(frozen=True)
+class Pick:
+    candidate: Candidate
+    reason: str  # a SelectionReason value
+
+
+def tiebreak(*, seed: int, solution_id: int) -> int:
+    """A seeded pseudo-random number per solution: the same for the same seed, on any pool."""
+    digest = hashlib.blake2b(f"{seed}:{solution_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _ordered(candidates: Sequence[Candidate], *, seed: int, key: Callable) -> list[Candidate]:
+    return sorted(
+        candidates, key=lambda c: (*key(c), tiebreak(seed=seed, solution_id=c.solution_id))
+    )
+
+
+def _most_convincing(c: Candidate) -> tuple:
+    return (c.score is None, -(c.score or 0.0))
+
+
+def _take(
+    ordered: Sequence[Candidate], *, count: int, cap: int, taken: Counter, reason: str
+) -> list[Pick]:
+    """The first `count` candidates in order, skipping problems that already have `cap`."""
+    picks: list[Pick] = []
+    for candidate in ordered:
+        if len(picks) >= count:
+            break
+        if taken[candidate.problem_id] >= cap:
+            continue
+        taken[candidate.problem_id] += 1
+        picks.append(Pick(candidate, reason))
+    return picks
+
+
+def wrong_answer_count(*, batch_size: int, wrong_share: float) -> int:
+    """How many of the batch are convincing wrong answers (rounded half up)."""
+    return min(batch_size, math.floor(batch_size * wrong_share + 0.5))
+
+
+def convincing_wrong_answer(
+    candidates: Sequence[Candidate],
+    *,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    seed: int,
+) -> list[Pick]:
+    """The paper's: the most convincing wrong answers, then the most convincing of the rest.
+
+    When there are too few wrong answers, the most convincing of the rest fill the batch.
+    """
+    taken: Counter = Counter()
+    wrong = _take(
+        _ordered([c for c in candidates if not c.is_correct], seed=seed, key=_most_convincing),
+        count=wrong_answer_count(batch_size=batch_size, wrong_share=wrong_share),
+        cap=per_problem_cap,
+        taken=taken,
+        reason=SelectionReason.WRONG_ANSWER_CONVINCING,
+    )
+    chosen = {pick.candidate.solution_id for pick in wrong}
+    rest = _take(
+        _ordered(
+            [c for c in candidates if c.solution_id not in chosen],
+            seed=seed,
+            key=_most_convincing,
+        ),
+        count=batch_size - len(wrong),
+        cap=per_problem_cap,
+        taken=taken,
+        reason=SelectionReason.CONVINCING,
+    )
+    return wrong + rest
+
+
+def uniform(
+    candidates: Sequence[Candidate],
+    *,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    seed: int,
+) -> list[Pick]:
+    """A seeded random sample of the pool (the baseline active learning is measured against)."""
+    return _take(
+        _ordered(candidates, seed=seed, key=lambda c: ()),
+        count=batch_size,
+        cap=per_problem_cap,
+        taken=Counter(),
+        reason=SelectionReason.UNIFORM,
+    )
+
+
+def uncertainty(
+    candidates: Sequence[Candidate],
+    *,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    seed: int,
+) -> list[Pick]:
+    """The solutions whose score is nearest 0.5 (unscored ones last)."""
+    return _take(
+        _ordered(
+            candidates, seed=seed, key=lambda c: (c.score is None, abs((c.score or 0.0) - 0.5))
+        ),
+        count=batch_size,
+        cap=per_problem_cap,
+        taken=Counter(),
+        reason=SelectionReason.UNCERTAINTY,
+    )
+
+
+Strategy = Callable[..., list[Pick]]
+STRATEGIES: dict[str, Strategy] = {
+    "convincing_wrong_answer": convincing_wrong_answer,
+    "uniform": uniform,
+    "uncertainty": uncertainty,
+}
+DEFAULT_STRATEGY = "convincing_wrong_answer"
+
+
+def choose(
+    *,
+    candidates: Sequence[Candidate],
+    strategy: str = DEFAULT_STRATEGY,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float = 0.8,
+    seed: int = 0,
+) -> list[Pick]:
+    """The batch a strategy picks from in-memory candidates, in selection order."""
+    check_params(
+        strategy=strategy,
+        batch_size=batch_size,
+        per_problem_cap=per_problem_cap,
+        wrong_share=wrong_share,
+        qc_count=0 if batch_size else 1,
+    )
+    return STRATEGIES[strategy](
+        candidates,
+        batch_size=batch_size,
+        per_problem_cap=per_problem_cap,
+        wrong_share=wrong_share,
+        seed=seed,
+    )
+
+
+def check_params(
+    *, strategy: str, batch_size: int, per_problem_cap: int, wrong_share: float, qc_count: int
+) -> None:
+    """SelectionRefused naming the first bad parameter."""
+    if strategy not in STRATEGIES:
+        raise SelectionRefused(f"strategy must be one of {', '.join(sorted(STRATEGIES))}.")
+    if batch_size < 0 or qc_count < 0:
+        raise SelectionRefused("batch_size and qc_count cannot be negative.")
+    if batch_size + qc_count == 0:
+        raise SelectionRefused("batch_size and qc_count are both 0: nothing to select.")
+    if per_problem_cap < 1:
+        raise SelectionRefused("per_problem_cap must be at least 1.")
+    if not 0.0 <= wrong_share <= 1.0:
+        raise SelectionRefused("wrong_share must be between 0 and 1.")
+
+
+# --- publishing a generation (the write) ------------------------------------------------------
+
+
+def unlabeled_pool() -> QuerySet[Solution]:
+    """Solutions selection may pick: unlabeled, not QC or screening, problem not reported bad."""
+    labeled = LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
+    return Solution.objects.filter(
+        problem__is_bad=False, is_quality_control=False, is_screening=False
+    ).exclude(Exists(labeled))
+
+
+def _score_pool(*, model_version: ModelVersion | None, prm: "PRM | None") -> int:
+    """Score the pool's solutions this version has not scored yet; returns how many."""
+    if model_version is None:
+        return 0
+    ids = list(
+        unlabeled_pool()
+        .exclude(prm_model_version=model_version)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    if not ids:
+        return 0
+    from trainer.prm import PRM
+    from trainer.score import score_solutions
+
+    prm = prm or PRM.load(model_version.checkpoint_path)
+    return score_solutions(prm=prm, solution_ids=ids, model_version_id=model_version.pk)
+
+
+def _as_candidates(rows, *, model_version: ModelVersion | None) -> list[Candidate]:
+    # A score written by another version (a rescore raced this selection) is not this
+    # version's opinion: such a solution counts as unscored, as every one does without a model.
+    own = model_version.pk if model_version is not None else None
+    return [
+        Candidate(pk, problem_id, score if own is not None and version_id == own else None, ok)
+        for pk, problem_id, score, version_id, ok in rows
+    ]
+
+
+SCORE_FIELDS = ("pk", "problem_id", "prm_score", "prm_model_version_id", "is_correct")
+
+
+def _candidates(*, model_version: ModelVersion | None) -> list[Candidate]:
+    rows = unlabeled_pool().values_list(*SCORE_FIELDS).iterator(chunk_size=5000)
+    return _as_candidates(rows, model_version=model_version)
+
+
+def _quality_control(
+    *,
+    count: int,
+    candidates: Sequence[Candidate],
+    chosen: set[int],
+    seed: int,
+    model_version: ModelVersion | None,
+) -> list[Pick]:
+    """Gold solutions first, then seeded-random solutions of the pool; none of the batch."""
+    if count <= 0:
+        return []
+    gold = _as_candidates(
+        Solution.objects.filter(
+            gold_ratings__isnull=False, is_screening=False, problem__is_bad=False
+        )
+        .exclude(pk__in=chosen)
+        .values_list(*SCORE_FIELDS),
+        model_version=model_version,
+    )
+    taken = chosen | {c.solution_id for c in gold}
+    rest = [c for c in candidates if c.solution_id not in taken]
+    ordered = _ordered(gold, seed=seed, key=lambda c: ()) + _ordered(
+        rest, seed=seed, key=lambda c: ()
+    )
+    return [Pick(c, SelectionReason.QUALITY_CONTROL) for c in ordered[:count]]
+
+
+def next_generation_number() -> int:
+    """One past the newest generation (screening's -1 and phase 1's none do not count)."""
+    newest = Generation.objects.aggregate(newest=Max("number"))["newest"]
+    return max(newest or 0, 0) + 1
+
+
+def select_generation(
+    *,
+    model_version: ModelVersion | None,
+    strategy: str = DEFAULT_STRATEGY,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float = 0.8,
+    qc_count: int = 0,
+    seed: int = 0,
+    prm: "PRM | None" = None,
+    request_id: str = "",
+) -> Generation:
+    """Score the unlabeled pool with `model_version` and publish the next generation.
+
+    Without a model version (a first generation, before any model) nothing is scored and
+    every candidate counts as unscored: `uniform` is then a plain random sample, and
+    `convincing_wrong_answer` a random one that puts wrong answers first.
+
+    - `batch_size` solutions to be labeled once each, at most `per_problem_cap` per problem,
+      chosen by `strategy` (a key of STRATEGIES); `wrong_share` is the convincing wrong
+      answers' share of the batch (convincing_wrong_answer only);
+    - `qc_count` quality-control solutions on top, served to every labeler;
+    - `seed` breaks ties (and is the uniform strategy's randomness);
+    - `prm`: the loaded model of `model_version`, to skip loading its checkpoint (only used
+      when some pool solution lacks this version's score; its scores then become those
+      solutions' latest PRM scores, whether or not the version is active);
+    - `request_id`: a request already fulfilled returns its generation instead of a second
+      one (a redelivered task message).
+
+    Returns the new Generation; its `params` record the parameters and what was selected.
+    Raises SelectionRefused for bad parameters, an empty selection, or a generation
+    published at the same moment by someone else.
+    """
+    check_params(
+        strategy=strategy,
+        batch_size=batch_size,
+        per_problem_cap=per_problem_cap,
+        wrong_share=wrong_share,
+        qc_count=qc_count,
+    )
+    if request_id:
+        done = Generation.objects.filter(params__request_id=request_id).first()
+        if done is not None:
+            logger.info("Selection %s already published %s.", request_id, done)
+            return done
+    scored = _score_pool(model_version=model_version, prm=prm)
+    try:
+        with transaction.atomic():
+            candidates = _candidates(model_version=model_version)
+            picks = choose(
+                candidates=candidates,
+                strategy=strategy,
+                batch_size=batch_size,
+                per_problem_cap=per_problem_cap,
+                wrong_share=wrong_share,
+                seed=seed,
+            )
+            chosen = {pick.candidate.solution_id for pick in picks}
+            qc = _quality_control(
+                count=qc_count,
+                candidates=candidates,
+                chosen=chosen,
+                seed=seed,
+                model_version=model_version,
+            )
+            if not picks and not qc:
+                raise SelectionRefused(
+                    "Nothing to select: every solution is labeled, reserved for quality control "
+                    "or screening, or belongs to a problem reported bad."
+                )
+            params: dict[str, Any] = {
+                "strategy": strategy,
+                "batch_size": batch_size,
+                "per_problem_cap": per_problem_cap,
+                "wrong_share": wrong_share,
+                "qc_count": qc_count,
+                "seed": seed,
+                "pool": len(candidates),
+                "scored": scored,
+                "selected": dict(Counter(str(pick.reason) for pick in picks + qc)),
+            }
+            if request_id:
+                params["request_id"] = request_id
+            generation = Generation.objects.create(
+                number=next_generation_number(), model_version=model_version, params=params
+            )
+            _record(generation=generation, picks=picks, qc=qc, model_version=model_version)
+    except IntegrityError:
+        raise SelectionRefused(
+            "Another generation was published at the same moment; try again."
+        ) from None
+    logger.info("Published %s: %s", generation, params["selected"])
+    return generation
+
+
+def _record(
+    *,
+    generation: Generation,
+    picks: list[Pick],
+    qc: list[Pick],
+    model_version: ModelVersion | None,
+) -> None:
+    updates = [
+        Solution(
+            pk=pick.candidate.solution_id,
+            generation=generation,
+            selection_model_version=model_version,
+            selection_score=pick.candidate.score,
+            selection_reason=pick.reason,
+            # The generation queue serves higher priority first: selection order.
+            priority=float(len(picks) - rank) if rank < len(picks) else 0.0,
+            is_quality_control=pick.reason == SelectionReason.QUALITY_CONTROL,
+        )
+        for rank, pick in enumerate(picks + qc)
+    ]
+    Solution.objects.bulk_update(
+        updates,
+        [
+            "generation",
+            "selection_model_version",
+            "selection_score",
+            "selection_reason",
+            "priority",
+            "is_quality_control",
+        ],
+        batch_size=WRITE_CHUNK,
+    )
+
+
+# --- requesting a selection (web, API, after a retrain) ---------------------------------------
+
+PARAM_NAMES = ("strategy", "batch_size", "per_problem_cap", "wrong_share", "qc_count", "seed")
+
+
+def selection_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every selection parameter: the given ones, the SELECTION_* settings for the rest."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    unknown = set(overrides) - set(PARAM_NAMES)
+    if unknown:
+        raise SelectionRefused(f"Unknown selection parameter(s): {', '.join(sorted(unknown))}.")
+    defaults = {
+        "strategy": settings.SELECTION_STRATEGY,
+        "batch_size": settings.SELECTION_BATCH_SIZE,
+        "per_problem_cap": settings.SELECTION_PER_PROBLEM_CAP,
+        "wrong_share": settings.SELECTION_WRONG_SHARE,
+        "qc_count": settings.SELECTION_QC_COUNT,
+        "seed": 0,
+    }
+    params = {**defaults, **overrides}
+    check_params(**{k: params[k] for k in PARAM_NAMES if k != "seed"})
+    return params
+
+
+@dataclass(frozen=True)
+class QueuedSelection:
+    task_id: str
+    model_version: ModelVersion
+    params: dict[str, Any]
+
+
+def active_model_version() -> ModelVersion:
+    version = ModelVersion.objects.filter(is_active=True).first()
+    if version is None:
+        raise NoActiveModelVersion(
+            "No model version is active: train one (or activate one) before selecting."
+        )
+    return version
+
+
+def request_generation(*, params: Mapping[str, Any] | None = None) -> QueuedSelection:
+    """Queue the selection of the next generation with the active model version.
+
+    Scoring needs the model, so selection runs on a GPU worker (Celery task
+    `select_generation`, queue `gpu`); the generation appears once it is done.
+    """
+    cleaned = selection_params(params)
+    version = active_model_version()
+    return _enqueue(model_version=version, params=cleaned)
+
+
+def _enqueue(*, model_version: ModelVersion, params: dict[str, Any]) -> QueuedSelection:
+    from trainer import tasks
+
+    task_id = str(uuid.uuid4())
+    try:
+        tasks.select_generation.apply_async((model_version.pk, params), task_id=task_id)
+    except (BrokerError, OSError) as exc:
+        logger.warning("Could not queue selection with %s: %s", model_version, exc)
+        raise BrokerUnavailable(
+            f"Could not queue the selection: the task broker is unreachable ({exc})."
+        ) from None
+    return QueuedSelection(task_id=task_id, model_version=model_version, params=params)
+
+
+def execute_selection(
+    *, model_version_id: int, params: Mapping[str, Any], request_id: str = ""
+) -> Generation | None:
+    """The body of the Celery task: select with the given version, or log why not."""
+    version = ModelVersion.objects.get(pk=model_version_id)
+    try:
+        return select_generation(
+            model_version=version, request_id=request_id, **selection_params(params)
+        )
+    except SelectionRefused as exc:
+        logger.warning("No generation selected with %s: %s", version, exc)
+        return None
+
+
+AFTER_RETRAIN = ("scheduled", "always", "never")
+
+
+def select_after_retrain(*, run_id: int, model_version_id: int) -> str | None:
+    """Queue selection after a successful retrain, as SELECTION_AFTER_RETRAIN says.
+
+    Only a version that became active selects (the active model scores and selects);
+    "scheduled" chains only runs the periodic schedule started. Returns the task id, if any.
+    A broker that is down is logged, not raised: the run itself succeeded.
+    """
+    mode = settings.SELECTION_AFTER_RETRAIN
+    if mode not in AFTER_RETRAIN:
+        logger.error("SELECTION_AFTER_RETRAIN=%r is not one of %s", mode, ", ".join(AFTER_RETRAIN))
+        return None
+    run = TrainingRun.objects.get(pk=run_id)
+    version = ModelVersion.objects.get(pk=model_version_id)
+    if mode == "never" or (mode == "scheduled" and run.triggered_by_id is not None):
+        return None
+    if not version.is_active:
+        return None
+    try:
+        return _enqueue(model_version=version, params=selection_params()).task_id
+    except SelectionRefused as exc:
+        logger.error("Selection after %s not queued: %s", run, exc)
+        return None
+
+
+# --- reads: the generation pages --------------------------------------------------------------
+
+
+@dataclass
+class GenerationSummary:
+    generation: Generation
+    size: int = 0  # solutions in it now, quality control included
+    quality_control: int = 0
+    wrong_answers: int = 0  # of the batch (not QC): final answer wrong
+    mean_selection_score: float | None = None  # of the batch, at selection
+    labeled_solutions: int = 0  # of the batch: submitted by at least one labeler
+    labels: int = 0  # submitted sessions served from this generation, QC included
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def batch(self) -> int:
+        return self.size - self.quality_control
+
+    @property
+    def wrong_answer_share(self) -> float | None:
+        return self.wrong_answers / self.batch if self.batch else None
+
+    @property
+    def labeled_share(self) -> float | None:
+        return self.labeled_solutions / self.batch if self.batch else None
+
+
+def _summaries(generations: Sequence[Generation]) -> list[GenerationSummary]:
+    ids = [g.pk for g in generations]
+    summaries = {g.pk: GenerationSummary(generation=g) for g in generations}
+    labeled = LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
+    batch = Q(is_quality_control=False)
+    for row in (
+        Solution.objects.filter(generation_id__in=ids)
+        .values("generation_id")
+        .annotate(
+            size=Count("pk"),
+            quality_control=Count("pk", filter=Q(is_quality_control=True)),
+            wrong_answers=Count("pk", filter=batch & Q(is_correct=False)),
+            mean_selection_score=Avg("selection_score", filter=batch),
+        )
+        .order_by()
+    ):
+        summary = summaries[row.pop("generation_id")]
+        for key, value in row.items():
+            setattr(summary, key, value)
+    for generation_id, count in (
+        Solution.objects.filter(generation_id__in=ids, is_quality_control=False)
+        .filter(Exists(labeled))
+        .values("generation_id")
+        .annotate(count=Count("pk"))
+        .values_list("generation_id", "count")
+        .order_by()
+    ):
+        summaries[generation_id].labeled_solutions = count
+    for generation_id, count in (
+        LabelingSession.objects.filter(generation_id__in=ids, submitted_at__isnull=False)
+        .values("generation_id")
+        .annotate(count=Count("pk"))
+        .values_list("generation_id", "count")
+        .order_by()
+    ):
+        summaries[generation_id].labels = count
+    for generation_id, reason, count in (
+        Solution.objects.filter(generation_id__in=ids)
+        .exclude(selection_reason="")
+        .values("generation_id", "selection_reason")
+        .annotate(count=Count("pk"))
+        .values_list("generation_id", "selection_reason", "count")
+        .order_by()
+    ):
+        summaries[generation_id].by_reason[reason] = count
+    return [summaries[g.pk] for g in generations]
+
+
+def generation_summaries() -> list[GenerationSummary]:
+    """Every generation, newest first, with its size, composition and labels so far."""
+    generations = list(Generation.objects.select_related("model_version").order_by("-number"))
+    return _summaries(generations)
+
+
+@dataclass
+class LabelerProgress:
+    uuid: str
+    username: str
+    submitted: int  # sessions of this generation submitted, QC included
+    quality_control: int  # of which quality control
+    open: int  # sessions still open (being labeled)
+    time_ms: int  # time on task in submitted sessions
+    last_submitted_at: datetime | None
+
+
+@dataclass
+class GenerationDetail:
+    summary: GenerationSummary
+    labelers: list[LabelerProgress]
+    reason_labels: dict[str, str]
+    is_current: bool
+
+
+def generation_detail(*, generation_id: int) -> GenerationDetail:
+    """One generation's summary and each labeler's progress on it (Generation.DoesNotExist)."""
+    generation = Generation.objects.select_related("model_version").get(pk=generation_id)
+    summary = _summaries([generation])[0]
+    rows = (
+        LabelingSession.objects.filter(generation=generation, abandoned_at__isnull=True)
+        .values("labeler_id", "labeler__uuid", "labeler__user__username")
+        .annotate(
+            submitted=Count("pk", filter=Q(submitted_at__isnull=False)),
+            quality_control=Count(
+                "pk", filter=Q(submitted_at__isnull=False, is_quality_control=True)
+            ),
+            open=Count("pk", filter=Q(submitted_at__isnull=True)),
+            time_ms=Sum("total_time", filter=Q(submitted_at__isnull=False)),
+            last_submitted_at=Max("submitted_at"),
+        )
+        .order_by()
+    )
+    labelers = sorted(
+        (
+            LabelerProgress(
+                uuid=str(row["labeler__uuid"]),
+                username=row["labeler__user__username"],
+                submitted=row["submitted"],
+                quality_control=row["quality_control"],
+                open=row["open"],
+                time_ms=row["time_ms"] or 0,
+                last_submitted_at=row["last_submitted_at"],
+            )
+            for row in rows
+        ),
+        key=lambda p: (-p.submitted, p.uuid),
+    )
+    newest = Generation.objects.filter(number__gte=0).order_by("-number").first()
+    return GenerationDetail(
+        summary=summary,
+        labelers=labelers,
+        reason_labels=dict(SelectionReason.choices),
+        is_current=newest is not None and newest.pk == generation.pk,
+    )

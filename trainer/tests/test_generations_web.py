@@ -1,0 +1,217 @@
+"""Generation pages and POST /api/generations/: who may see and publish, what the pages show."""
+
+from unittest import mock
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from kombu.exceptions import OperationalError
+from rest_framework.test import APIClient
+
+from labeling import services as labeling
+from labeling.models import Generation, LabelingSession, Problem, Solution
+from trainer.models import ModelVersion
+from trainer.tests.labels import user_with_role
+
+pytestmark = pytest.mark.django_db
+
+DOWN = OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+
+@pytest.fixture
+def generation() -> Generation:
+    """Generation 3: 4 to label (3 wrong answers), 1 QC; one labeler submitted 2 of them."""
+    version = ModelVersion.objects.create(name="v7", checkpoint_path="/x", is_active=True)
+    generation = Generation.objects.create(
+        number=3, model_version=version, params={"strategy": "convincing_wrong_answer"}
+    )
+    problem = Problem.objects.create(text="What is 3+4?", answer="7")
+    rows = [
+        ("8", False, 0.9, "wrong_answer_convincing"),
+        ("9", False, 0.8, "wrong_answer_convincing"),
+        ("6", False, 0.7, "convincing"),
+        ("7", True, 0.6, "convincing"),
+        ("7 ", True, 0.5, "qc"),
+    ]
+    solutions = [
+        Solution.objects.create(
+            problem=problem,
+            steps=[f"It is {answer}."],
+            answer=answer.strip(),
+            is_correct=correct,
+            generation=generation,
+            selection_model_version=version,
+            selection_score=score,
+            selection_reason=reason,
+            is_quality_control=reason == "qc",
+        )
+        for answer, correct, score, reason in rows
+    ]
+    labeler = labeling.get_or_create_labeler(user=user_with_role("lab", "annotator"))
+    now = timezone.now()
+    for solution in (solutions[0], solutions[4]):
+        LabelingSession.objects.create(
+            labeler=labeler,
+            solution=solution,
+            generation=generation,
+            is_quality_control=solution.is_quality_control,
+            started_at=now,
+            submitted_at=now,
+            total_time=125_000,
+            finish_reason="found_error",
+        )
+    LabelingSession.objects.create(
+        labeler=labeler, solution=solutions[1], generation=generation, started_at=now
+    )
+    return generation
+
+
+def login(client, role: str):
+    user = user_with_role(f"{role}-user", role)
+    if role == "admin":
+        user.is_staff = user.is_superuser = True
+        user.save()
+    client.force_login(user)
+    return user
+
+
+@pytest.mark.parametrize("role,status", [("annotator", 403), ("researcher", 200), ("admin", 200)])
+def test_generation_pages_are_for_researchers_and_admins(client, generation, role, status):
+    login(client, role)
+    for url in (
+        reverse("generation-list"),
+        reverse("generation-detail", args=[generation.pk]),
+    ):
+        assert client.get(url).status_code == status, url
+    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+        response = client.post(reverse("generation-list"), {})
+    assert response.status_code == (403 if role == "annotator" else 400)
+    apply_async.assert_not_called()
+
+
+def test_anonymous_users_are_sent_to_login(client, generation):
+    response = client.get(reverse("generation-detail", args=[generation.pk]))
+    assert response.status_code == 302 and "login" in response["Location"]
+
+
+def test_a_missing_generation_is_404(client):
+    login(client, "researcher")
+    assert client.get(reverse("generation-detail", args=[999])).status_code == 404
+
+
+def test_the_generation_page_shows_composition_scores_labels_and_progress(client, generation):
+    login(client, "researcher")
+    page = client.get(reverse("generation-detail", args=[generation.pk])).content.decode()
+
+    assert "Generation 3" in page and "v7" in page
+    assert "5 solutions: 4 to label once, 1 quality control" in page
+    assert "75% of the batch (3)" in page  # wrong answers among the 4
+    assert "0.750" in page  # mean of 0.9, 0.8, 0.7, 0.6 (QC left out)
+    assert "1 of 4 (25%); 2 labels submitted" in page
+    assert "wrong_answer_convincing: 2" in page and "qc: 1" in page
+    labeler = LabelingSession.objects.first().labeler
+    row = page.split(f'data-labeler="{labeler.uuid}"')[1].split("</tr>")[0]
+    cells = [c.split("</td>")[0].strip() for c in row.split("<td>")[1:]]
+    assert cells[1:5] == ["2", "1 / 1", "1", "4 min"]
+    assert "lab" not in cells[0]  # researchers see the UUID only
+
+
+def test_admins_see_who_is_behind_a_labeler(client, generation):
+    login(client, "admin")
+    page = client.get(reverse("generation-detail", args=[generation.pk])).content.decode()
+    assert "<br>lab" in page
+
+
+def test_the_list_shows_each_generation_and_the_nav_links_to_it(client, generation):
+    login(client, "researcher")
+    page = client.get(reverse("generation-list")).content.decode()
+    assert reverse("generation-detail", args=[generation.pk]) in page
+    assert "75%" in page and "0.750" in page and "1 / 4" in page
+    assert reverse("generation-list") in client.get(reverse("home")).content.decode()
+
+
+FORM = {
+    "strategy": "uniform",
+    "batch_size": 20,
+    "per_problem_cap": 2,
+    "wrong_share": 0.8,
+    "qc_count": 1,
+    "seed": 4,
+}
+
+
+def test_the_publish_button_queues_a_selection_with_the_form_parameters(client, generation):
+    login(client, "researcher")
+    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+        response = client.post(reverse("generation-list"), FORM)
+    assert response.status_code == 302
+    (version_id, params), *_ = apply_async.call_args.args
+    assert version_id == generation.model_version_id
+    assert params == FORM
+
+
+def test_publishing_without_an_active_version_is_409(client, generation):
+    ModelVersion.objects.update(is_active=False)
+    login(client, "researcher")
+    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+        response = client.post(reverse("generation-list"), FORM)
+    assert response.status_code == 409
+    assert "No model version is active" in response.content.decode()
+    apply_async.assert_not_called()
+
+
+def test_publishing_with_the_broker_down_is_503(client, generation):
+    login(client, "researcher")
+    with mock.patch("trainer.tasks.select_generation.apply_async", side_effect=DOWN):
+        response = client.post(reverse("generation-list"), FORM)
+    assert response.status_code == 503
+    assert "broker is unreachable" in response.content.decode()
+
+
+# --- the API ----------------------------------------------------------------------------------
+
+
+def api(role: str) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user_with_role(f"{role}-api", role))
+    return client
+
+
+def test_post_generations_queues_selection_for_researchers(generation):
+    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+        response = api("researcher").post(
+            "/api/generations/", {"batch_size": 8, "strategy": "uncertainty"}, format="json"
+        )
+    assert response.status_code == 202, response.json()
+    body = response.json()
+    assert body["model_version"] == generation.model_version_id
+    assert body["params"]["batch_size"] == 8 and body["params"]["strategy"] == "uncertainty"
+    apply_async.assert_called_once_with(
+        (generation.model_version_id, body["params"]), task_id=body["task_id"]
+    )
+
+
+@pytest.mark.parametrize(
+    "setup,body,status",
+    [
+        ("annotator", {}, 403),
+        ("no-active", {}, 409),
+        ("broker-down", {}, 503),
+        ("researcher", {"strategy": "best"}, 400),
+        ("researcher", {"wrong_share": 2}, 400),
+        ("researcher", {"batch_size": 0, "qc_count": 0}, 400),
+    ],
+)
+def test_post_generations_statuses(generation, setup, body, status):
+    if setup == "no-active":
+        ModelVersion.objects.update(is_active=False)
+    client = api("annotator" if setup == "annotator" else "researcher")
+    with mock.patch(
+        "trainer.tasks.select_generation.apply_async",
+        side_effect=DOWN if setup == "broker-down" else None,
+    ) as apply_async:
+        response = client.post("/api/generations/", body, format="json")
+    assert response.status_code == status, response.content
+    if status != 503:
+        apply_async.assert_not_called()
+    assert Generation.objects.count() == 1
