@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: run test setup migrate lint bench bench-export bench-serve bench-score clean
+.PHONY: run test setup migrate lint bench bench-export bench-serve bench-score bench-train clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: bench-export bench-serve bench-score
+bench: bench-export bench-serve bench-score bench-train
 
 bench-export: migrate
 	$(BIN)/python bench/export.py
@@ -42,6 +42,10 @@ bench-serve: setup
 
 bench-score: setup
 	$(BIN)/python bench/score.py
+
+bench-train: setup
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-bench.txt
+	$(BIN)/python bench/train.py $(BENCH_TRAIN_ARGS)
 
 clean:
 	rm -rf var/ $(VENV)
