@@ -220,13 +220,15 @@ CONTENT_SECURITY_POLICY = {
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("queue", "processed"):
+    for sub in ("queue", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
         "store_processed": False,
+        # Exchange bindings; kombu's default is a `control/` folder in the working directory.
+        "control_folder": str(BROKER_DIR / "control"),
     }
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Training and scoring hold a GPU; the periodic check that decides whether to retrain does not.
