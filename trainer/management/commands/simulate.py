@@ -1,0 +1,143 @@
+import json
+from dataclasses import fields
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from trainer.simulation import loop
+
+
+class Command(BaseCommand):
+    help = (
+        "Run active learning without humans on the synthetic domain: generations of select, "
+        "label (simulated labelers through the real services), retrain, evaluate. Needs a "
+        "database of its own (it refuses one with other data). --compare runs every strategy "
+        "with the same seed; --calibrate measures how fast the tiny PRM learns the domain."
+    )
+
+    def add_arguments(self, parser):
+        defaults = loop.SimulationConfig()
+        parser.add_argument("--strategy", choices=loop.STRATEGIES, default=defaults.strategy)
+        parser.add_argument("--generations", type=int, default=defaults.generations)
+        parser.add_argument(
+            "--labels-per-generation",
+            type=int,
+            default=defaults.labels_per_generation,
+            help="submitted sessions per generation (quality control included)",
+        )
+        parser.add_argument(
+            "--pool-size",
+            type=int,
+            default=defaults.pool_size,
+            help="candidate solutions in the pool",
+        )
+        parser.add_argument("--samples-per-problem", type=int, default=defaults.samples_per_problem)
+        parser.add_argument("--per-problem-cap", type=int, default=defaults.per_problem_cap)
+        parser.add_argument("--qc", type=int, default=defaults.qc, help="QC solutions")
+        parser.add_argument("--labelers", type=int, default=defaults.labelers)
+        parser.add_argument(
+            "--noise", type=float, default=defaults.noise, help="labelers' per-step error rate"
+        )
+        parser.add_argument("--seed", type=int, default=defaults.seed)
+        parser.add_argument("--test-problems", type=int, default=defaults.test_problems)
+        parser.add_argument("--test-samples", type=int, default=defaults.test_samples)
+        parser.add_argument(
+            "--best-of",
+            default=",".join(map(str, defaults.best_of)),
+            help="comma-separated N for best-of-N",
+        )
+        parser.add_argument("--trials", type=int, default=defaults.trials)
+        parser.add_argument("--epochs", type=int, default=defaults.epochs)
+        parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+        parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+        parser.add_argument("--max-minutes", type=float, default=defaults.max_minutes)
+        parser.add_argument("--no-orm", action="store_true", help="skip the ORM baseline")
+        parser.add_argument("--out", type=Path, help="write the results as JSON here")
+        parser.add_argument(
+            "--compare", action="store_true", help="run every strategy with the same seed"
+        )
+        parser.add_argument(
+            "--plot", type=Path, help="PNG of accuracy against labels (default with --compare)"
+        )
+        parser.add_argument(
+            "--calibrate",
+            metavar="LABELS",
+            help="comma-separated label counts: train on that many perfectly labeled "
+            "solutions and report held-out step AUROC per epoch (no database writes)",
+        )
+
+    def handle(self, *args, **options):
+        if options["calibrate"]:
+            return self._calibrate(options)
+        config = self._config(options)
+        emit = self.stderr.write
+        try:
+            if options["compare"]:
+                results = loop.compare(config, emit=emit)
+            else:
+                results = {config.strategy: loop.run_simulation(config, emit=emit)}
+        except loop.SimulationRefused as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(loop.table(results))
+        payload = loop.result_dict(results)
+        efficiency = payload["data_efficiency"]
+        if efficiency and len(results) > 1:
+            self.stdout.write(
+                f"Labels to reach uniform's final AUROC {efficiency['target_auroc']}: "
+                + ", ".join(f"{k} {v}" for k, v in efficiency["labels_needed"].items())
+            )
+        if options["out"]:
+            options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
+            self.stdout.write(f"Results written to {options['out']}")
+        plot_path = options["plot"]
+        if plot_path is None and options["compare"]:
+            plot_path = (options["out"] or Path("simulation.json")).with_suffix(".png")
+        if plot_path:
+            written = loop.plot(results, plot_path)
+            if written:
+                self.stdout.write(f"Plot written to {written}")
+            else:
+                self.stderr.write("No plot: matplotlib is not installed.")
+
+    def _config(self, options) -> loop.SimulationConfig:
+        try:
+            best_of = tuple(int(n) for n in options["best_of"].split(",") if n.strip())
+        except ValueError:
+            raise CommandError("--best-of takes comma-separated integers, e.g. 1,4,16,64") from None
+        names = {f.name for f in fields(loop.SimulationConfig)}
+        values = {k: v for k, v in options.items() if k in names}
+        config = loop.SimulationConfig(
+            **{**values, "best_of": best_of, "orm": not options["no_orm"]}
+        )
+        if any(n < 1 for n in best_of) or not best_of:
+            raise CommandError("--best-of needs positive integers.")
+        return config
+
+    def _calibrate(self, options):
+        from trainer.simulation.calibrate import calibrate
+
+        try:
+            counts = [int(n) for n in options["calibrate"].split(",") if n.strip()]
+        except ValueError:
+            raise CommandError("--calibrate takes comma-separated label counts") from None
+        points = calibrate(
+            label_counts=counts,
+            epochs=options["epochs"],
+            max_seconds=options["max_minutes"] * 60,
+            seed=options["seed"],
+            params={"learning_rate": options["learning_rate"], "batch_size": options["batch_size"]},
+            on_point=lambda p: self.stderr.write(json.dumps(p.to_dict())),
+        )
+        header = (
+            f"{'labels':>7} {'epoch':>5} {'seconds':>8} {'steps':>6} {'tokens':>10} {'AUROC':>6}"
+        )
+        self.stdout.write(header)
+        for p in points:
+            auroc = f"{p.step_auroc:.3f}" if p.step_auroc is not None else "-"
+            self.stdout.write(
+                f"{p.labels:>7} {p.epoch:>5} {p.seconds:>8.1f} {p.optimizer_steps:>6} "
+                f"{p.tokens:>10} {auroc:>6}"
+            )
+        if options["out"]:
+            payload = {"calibration": [p.to_dict() for p in points]}
+            options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")

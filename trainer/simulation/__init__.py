@@ -1,0 +1,11 @@
+"""Simulation: a synthetic domain whose step correctness is known exactly, and simulated
+labelers that run the whole loop (label, retrain, select) without humans.
+
+- `domain`: problems (digit arithmetic modulo 10) and a simulated generator whose solutions
+  vary in route and fail through systematic misconceptions; every step's rating is known.
+- `calibrate`: is the domain learnable? Held-out step AUROC of the tiny PRM against training
+  time and label count.
+- `labelers`: simulated labelers that label through `labeling.services`, with noise.
+- `loop`: generations of label -> retrain -> score -> select, with per-generation metrics
+  (`python manage.py simulate`).
+"""

@@ -1,0 +1,150 @@
+"""Calibration: can the tiny built-in PRM learn the synthetic domain, and how fast?
+
+Trains the project's own loop (`trainer.train.train_prm`) on N perfectly labeled synthetic
+solutions (labels up to and including the first -1, as a careful labeler gives them) and
+reports held-out step AUROC after every epoch against training time, optimizer steps and
+tokens seen. Wall-clock seconds depend on the machine and on what else runs on it; steps and
+tokens do not, so both are reported.
+"""
+
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trainer import metrics as m
+from trainer.dataset import Example
+from trainer.simulation.domain import Generator, GeneratorConfig, Problem, Sample, make_problems
+from trainer.train import TrainParams, train_prm
+
+# Defaults found by calibration (see the README's table).
+SAMPLES_PER_PROBLEM = 4
+HELD_OUT_PROBLEMS = 200
+CALIBRATION_PARAMS = {"learning_rate": 3e-3, "batch_size": 32, "warmup_ratio": 0.05}
+
+
+@dataclass
+class CalibrationPoint:
+    labels: int  # labeled training solutions
+    epoch: int
+    seconds: float  # wall clock since training started, evaluation time excluded
+    optimizer_steps: int
+    tokens: int  # training tokens processed so far
+    step_auroc: float | None
+    first_error_f1: float | None
+    eval_loss: float | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def example(sample: Sample, problem_id: int) -> Example:
+    """The training example a careful labeler's session gives for this sample."""
+    ratings = sample.gold_ratings
+    return Example(
+        problem_id=problem_id,
+        solution_id=None,
+        problem=sample.problem.text,
+        steps=sample.texts[: len(ratings)],
+        labels=ratings,
+    )
+
+
+def labeled_examples(
+    problems: list[Problem], generator: Generator, *, per_problem: int, offset: int = 0
+) -> list[Example]:
+    return [
+        example(sample, offset + i)
+        for i, problem in enumerate(problems)
+        for sample in generator.samples(problem, per_problem)
+    ]
+
+
+def calibrate(
+    *,
+    label_counts: list[int],
+    epochs: int = 4,
+    max_seconds: float | None = 300.0,
+    seed: int = 0,
+    params: dict | None = None,
+    config: GeneratorConfig | None = None,
+    on_point: Callable[[CalibrationPoint], None] | None = None,
+) -> list[CalibrationPoint]:
+    """One training run per label count; a point per epoch. Needs Django set up."""
+    generator = Generator(seed=seed, config=config or GeneratorConfig())
+    held_out = labeled_examples(
+        make_problems(HELD_OUT_PROBLEMS, seed=seed, namespace="calibration-eval"),
+        generator,
+        per_problem=SAMPLES_PER_PROBLEM,
+        offset=10**9,
+    )
+    points: list[CalibrationPoint] = []
+    for labels in label_counts:
+        problems = make_problems(
+            math.ceil(labels / SAMPLES_PER_PROBLEM), seed=seed, namespace="calibration"
+        )
+        train = labeled_examples(problems, generator, per_problem=SAMPLES_PER_PROBLEM)[:labels]
+        train_params = TrainParams(
+            **{**CALIBRATION_PARAMS, **(params or {})},
+            epochs=epochs,
+            seed=seed,
+            max_seconds=max_seconds,
+        )
+        for point in _run(train, held_out, train_params):
+            points.append(point)
+            if on_point:
+                on_point(point)
+    return points
+
+
+def _run(train: list[Example], held_out: list[Example], params: TrainParams):
+    clock = {"start": time.monotonic(), "eval": 0.0, "last_step": None, "step": 0}
+    per_epoch: list[tuple[int, float, int, dict]] = []
+
+    def on_progress(event: dict) -> None:
+        now = time.monotonic()
+        if "step" in event:
+            clock["last_step"], clock["step"] = now, event["step"]
+        if "metrics" in event:
+            trained = (clock["last_step"] or now) - clock["start"] - clock["eval"]
+            clock["eval"] += now - (clock["last_step"] or now)
+            per_epoch.append((event["epoch"], trained, clock["step"], event["metrics"]))
+
+    with tempfile.TemporaryDirectory(prefix="calibrate-") as tmp:
+        out = Path(tmp) / "model"
+        train_prm(
+            train=train,
+            eval=held_out,
+            params=params,
+            base_model=None,
+            out_dir=out,
+            on_progress=on_progress,
+        )
+        tokens_per_example = _mean_tokens(out, train)
+    for epoch, seconds, steps, metrics in per_epoch:
+        seen = min(steps * params.batch_size, epoch * len(train))
+        yield CalibrationPoint(
+            labels=len(train),
+            epoch=epoch,
+            seconds=round(seconds, 1),
+            optimizer_steps=steps,
+            tokens=round(seen * tokens_per_example),
+            step_auroc=metrics.get("step_auroc"),
+            first_error_f1=metrics.get("first_error_f1"),
+            eval_loss=metrics.get("eval_loss"),
+        )
+
+
+def _mean_tokens(checkpoint: Path, examples: list[Example]) -> float:
+    from trainer.prm import PRM
+
+    prm = PRM.load(checkpoint, device="cpu")
+    sample = examples[:: max(1, len(examples) // 500)]
+    return sum(len(prm.encode(e.problem, e.steps).input_ids) for e in sample) / len(sample)
+
+
+def held_out_metrics(step_scores: list[list[float]], labels: list[list[int]]) -> dict:
+    """Step AUROC and first-error F1, as the training loop reports them."""
+    return {**m.step_metrics(step_scores, labels), **m.first_error_metrics(step_scores, labels)}

@@ -1,0 +1,120 @@
+"""Simulated labelers: they label through the same services as humans do.
+
+A simulated labeler asks `labeling.services.next_assignment` for work, rates the solution's
+steps one at a time with `rate_step` until it rates a step -1 (or reaches the end), then
+finishes with `submit_session` (`found_error` or `solution`). It knows the truth from the
+solution's `meta["simulation"]` (written by the simulation's import): each step's own rating.
+
+Noise: with probability `noise` a step's rating is replaced by one of the other two ratings,
+chosen at random. A labeler who misses the real error carries on rating the following steps
+by their own merit (a step that follows consistently from a wrong value is itself fine); one
+who flags a good step -1 stops there, as the guidelines ask.
+"""
+
+import random
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db.models import Exists, OuterRef, Q
+
+from labeling.models import Generation, Labeler, LabelingSession, Solution
+from labeling.services import get_or_create_labeler, next_assignment, rate_step, submit_session
+
+RATINGS = (-1, 0, 1)
+USERNAME_PREFIX = "sim-labeler-"
+ANNOTATOR_ROLE = "annotator"
+
+
+@dataclass
+class SimulatedLabeler:
+    labeler: Labeler
+    noise: float
+    rng: random.Random
+
+    def rating(self, truth: int) -> int:
+        if self.noise and self.rng.random() < self.noise:
+            return self.rng.choice([r for r in RATINGS if r != truth])
+        return truth
+
+    def label_next(self) -> LabelingSession | None:
+        """Take the next assignment and label it to the end; None when nothing is served."""
+        assignment = next_assignment(labeler=self.labeler)
+        if assignment is None:
+            return None
+        session = assignment.session
+        truth = step_truth(session.solution)
+        finish = "solution"
+        for index, true_rating in enumerate(truth):
+            given = self.rating(true_rating)
+            rate_step(session_id=session.pk, labeler=self.labeler, step_index=index, rating=given)
+            if given == -1:
+                finish = "found_error"
+                break
+        return submit_session(session_id=session.pk, labeler=self.labeler, finish_reason=finish)
+
+
+def step_truth(solution: Solution) -> list[int]:
+    """Every step's own rating, as the simulation recorded it at import."""
+    return list(solution.meta["simulation"]["step_ratings"])
+
+
+def make_labelers(*, count: int, noise: float, seed: int) -> list[SimulatedLabeler]:
+    """`count` annotator accounts (created once, reused) with their seeded noise."""
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError("noise must be between 0 and 1.")
+    group, _ = Group.objects.get_or_create(name=ANNOTATOR_ROLE)
+    users = get_user_model().objects
+    labelers = []
+    for k in range(count):
+        user, created = users.get_or_create(username=f"{USERNAME_PREFIX}{k}")
+        if created:
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+            user.groups.add(group)
+        labelers.append(
+            SimulatedLabeler(
+                labeler=get_or_create_labeler(user=user),
+                noise=noise,
+                rng=random.Random(f"{seed}:labeler:{k}"),
+            )
+        )
+    return labelers
+
+
+def work_left(*, labeler: Labeler, generation: Generation) -> bool:
+    """Is anything of this generation still to be labeled by this labeler?
+
+    Its shared solutions that nobody submitted yet, and its quality-control solutions this
+    labeler has not done. Checked before asking for an assignment, so that a labeler never
+    falls through to the leftover queue (older or unselected solutions), which would label
+    outside the strategy's choice.
+    """
+    submitted = LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
+    mine = submitted.filter(labeler=labeler)
+    in_generation = Solution.objects.filter(generation=generation, problem__is_bad=False)
+    shared = Q(is_quality_control=False, is_screening=False) & ~Q(Exists(submitted))
+    qc = Q(is_quality_control=True) & ~Q(Exists(mine))
+    return in_generation.filter(shared | qc).exists()
+
+
+def label_generation(
+    *, labelers: list[SimulatedLabeler], generation: Generation, budget: int
+) -> int:
+    """Labelers take turns on the generation until `budget` sessions are submitted or it is
+    done; returns the number of sessions submitted."""
+    submitted = 0
+    active = list(labelers)
+    while active and submitted < budget:
+        for simulated in list(active):
+            if submitted >= budget:
+                break
+            if not work_left(labeler=simulated.labeler, generation=generation):
+                active.remove(simulated)
+                continue
+            session = simulated.label_next()
+            if session is None:
+                active.remove(simulated)
+                continue
+            submitted += 1
+    return submitted

@@ -1,0 +1,265 @@
+"""The simulation: the synthetic domain's exact labels, simulated labelers through the real
+services, and `manage.py simulate` running the whole loop."""
+
+import io
+import json
+import re
+from collections import Counter
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from labeling.models import Generation, LabelingSession, Problem, Solution, StepRating
+from trainer.models import ModelVersion, TrainingRun
+from trainer.simulation import evaluation, loop
+from trainer.simulation.domain import (
+    ANSWER_MARKER,
+    MODULUS,
+    Generator,
+    apply,
+    evaluate,
+    make_problems,
+)
+from trainer.simulation.labelers import label_generation, make_labelers
+
+FACT = re.compile(r"(\d) ([+×]) (\d) = (\d)\.$")
+
+
+@pytest.fixture(scope="module")
+def generated():
+    generator = Generator(seed=7)
+    problems = make_problems(60, seed=7)
+    return generator, problems, {p.key: generator.samples(p, 32) for p in problems}
+
+
+# --- the domain -------------------------------------------------------------------------------
+
+
+def test_the_same_seed_gives_the_same_problems_and_samples():
+    a, b = Generator(seed=3), Generator(seed=3)
+    problems = make_problems(5, seed=3)
+    assert [p.text for p in problems] == [p.text for p in make_problems(5, seed=3)]
+    assert [a.sample(p, 4).texts for p in problems] == [b.sample(p, 4).texts for p in problems]
+    other = {p.text for p in make_problems(50, seed=3, namespace="test")}
+    assert not other & {p.text for p in make_problems(50, seed=3)}
+    assert Generator(seed=4).misconceptions != a.misconceptions
+
+
+def test_every_step_rating_is_exactly_right(generated):
+    _, problems, samples = generated
+    for problem in problems:
+        assert evaluate(problem.expression) == problem.answer
+        for sample in samples[problem.key]:
+            value = None
+            for step in sample.steps:
+                fact = FACT.search(step.text)
+                if step.kind == "fact":
+                    a, op, b, r = fact.groups()
+                    right = apply(op, int(a), int(b)) == int(r)
+                    assert step.rating == (1 if right else -1), step.text
+                    value = int(r)
+                elif step.kind == "filler":
+                    assert step.rating == 0
+                elif step.kind == "answer":
+                    assert step.text == f"{ANSWER_MARKER}{sample.answer}"
+                    assert step.rating == 1
+            assert sample.steps[-1].kind == "answer"
+            assert value is None or value == sample.answer
+            assert sample.is_correct == (sample.answer == problem.answer)
+            gold = sample.gold_ratings
+            assert -1 not in gold[:-1]
+            assert len(gold) == (sample.first_error + 1 if -1 in gold else len(sample.steps))
+            if sample.first_error is None:
+                assert sample.is_correct  # no wrong step, right answer
+
+
+def test_the_generator_fails_like_a_model_not_like_dice(generated):
+    _, problems, samples = generated
+    everything = [s for group in samples.values() for s in group]
+    wrong = [s for s in everything if s.first_error is not None]
+    assert 0.2 < len(wrong) / len(everything) < 0.6
+    # Errors cluster on misconceptions, not on independent slips.
+    assert sum(s.from_misconception for s in wrong) / len(wrong) > 0.7
+    # After a wrong step the solution carries on from the wrong value: mostly a wrong answer,
+    # yet sometimes (× 2, × 5 modulo 10) the right one.
+    right_anyway = [s for s in wrong if s.is_correct]
+    assert 0 < len(right_anyway) < 0.3 * len(wrong)
+    # Majority voting can be fooled: some problems' most frequent answer is wrong.
+    fooled = [
+        p
+        for p in problems
+        if Counter(s.answer for s in samples[p.key]).most_common(1)[0][0] != p.answer
+    ]
+    assert 0 < len(fooled) < len(problems) / 2
+    # Correct solutions vary: different routes, orders and wording to the same answer.
+    varied = [
+        p
+        for p in problems
+        if len({tuple(s.texts) for s in samples[p.key] if s.first_error is None}) >= 4
+    ]
+    assert len(varied) > 0.8 * len(problems)
+    kinds = Counter(step.kind for s in everything for step in s.steps)
+    assert {"fact", "distribute", "filler", "answer"} <= set(kinds)
+    assert all(0 <= int(s.final_answer) < MODULUS for s in everything)
+
+
+def test_best_of_n_picks_the_top_score_and_majority_the_most_frequent_answer():
+    def scored(answer, correct, prm):
+        return evaluation.Scored(answer=answer, is_correct=correct, scores={"prm": prm})
+
+    # The PRM ranks the one right answer first; majority voting follows the crowd.
+    group = [scored("3", True, 0.9)] + [scored("5", False, 0.1) for _ in range(7)]
+    result = evaluation.best_of_n([group], sizes=[1, 8], trials=20, seed=0, verifiers=["prm"])
+    assert result["prm"]["8"] == {"mean": 1.0, "std": 0.0}
+    assert result["majority"]["8"] == {"mean": 0.0, "std": 0.0}
+    assert 0.0 <= result["prm"]["1"]["mean"] <= 1.0
+
+
+@pytest.mark.django_db
+def test_calibration_trains_the_project_loop_and_reports_each_epoch():
+    from trainer.simulation.calibrate import calibrate
+
+    points = calibrate(label_counts=[48], epochs=2, seed=1, params={"batch_size": 16})
+    assert [(p.labels, p.epoch) for p in points] == [(48, 1), (48, 2)]
+    assert points[-1].optimizer_steps == 6 and points[-1].tokens > points[0].tokens > 0
+    assert points[-1].step_auroc is not None
+
+
+# --- simulated labelers through the services --------------------------------------------------
+
+
+def _pool(size: int = 48, qc: int = 0) -> loop.SimulationConfig:
+    config = loop.SimulationConfig(pool_size=size, samples_per_problem=8, qc=qc, seed=5)
+    loop.import_pool(loop.pool_samples(config, Generator(seed=5)), qc=qc, seed=5)
+    return config
+
+
+def _session_ratings(session) -> list[int]:
+    return list(
+        StepRating.objects.filter(step__session=session, completion_index=0)
+        .order_by("step__index")
+        .values_list("rating", flat=True)
+    )
+
+
+@pytest.mark.django_db
+def test_exact_labelers_give_the_gold_labels_through_the_services():
+    config = _pool(qc=2)
+    generation = loop.initial_generation(config=config, batch_size=12)
+    labelers = make_labelers(count=2, noise=0.0, seed=0)
+    assert label_generation(labelers=labelers, generation=generation, budget=100) == 16
+    sessions = LabelingSession.objects.filter(submitted_at__isnull=False)
+    # 12 shared solutions once each, 2 quality-control ones by both labelers; nothing else.
+    assert Counter(sessions.values_list("queue", flat=True)) == {
+        "generation": 12,
+        "quality_control": 4,
+    }
+    for session in sessions.select_related("solution"):
+        gold = session.solution.meta["simulation"]["gold_ratings"]
+        assert _session_ratings(session) == gold
+        assert session.finish_reason == ("found_error" if -1 in gold else "solution")
+    assert not Solution.objects.filter(gold_ratings__isnull=False, is_quality_control=False)
+
+
+@pytest.mark.django_db
+def test_noisy_labelers_disagree_with_the_truth_and_stop_at_their_own_first_minus_one():
+    config = _pool()
+    generation = loop.initial_generation(config=config, batch_size=10)
+    labelers = make_labelers(count=1, noise=1.0, seed=0)
+    assert label_generation(labelers=labelers, generation=generation, budget=5) == 5
+    for session in LabelingSession.objects.filter(submitted_at__isnull=False):
+        truth = session.solution.meta["simulation"]["step_ratings"]
+        given = _session_ratings(session)
+        assert all(g != t for g, t in zip(given, truth, strict=False))
+        assert -1 not in given[:-1]
+
+
+@pytest.mark.django_db
+def test_the_simulation_refuses_a_database_with_other_data():
+    Problem.objects.create(text="What is 2+2?", answer="4")
+    with pytest.raises(CommandError, match="empty database"):
+        call_command("simulate", "--generations", "1", stdout=io.StringIO())
+
+
+# --- the whole loop ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_simulate_runs_generations_through_the_real_services(settings, tmp_path):
+    settings.PRM_MODEL_DIR = tmp_path / "models"
+    settings.PRM_HEARTBEAT_SECONDS = 3600
+    out = tmp_path / "results.json"
+    stdout = io.StringIO()
+    call_command(
+        "simulate",
+        *("--generations", "2", "--labels-per-generation", "40"),
+        *("--pool-size", "240", "--samples-per-problem", "8", "--qc", "2"),
+        *("--labelers", "2", "--noise", "0.05", "--seed", "3"),
+        *("--test-problems", "8", "--test-samples", "16", "--best-of", "1,4,16"),
+        *("--trials", "10", "--epochs", "2", "--out", str(out)),
+        stdout=stdout,
+        stderr=io.StringIO(),
+    )
+
+    # Labels went through assignment, ratings and submission.
+    sessions = LabelingSession.objects.filter(submitted_at__isnull=False)
+    assert sessions.count() == 80
+    assert not LabelingSession.objects.filter(submitted_at__isnull=True).exists()
+    assert set(sessions.values_list("queue", flat=True)) == {"generation", "quality_control"}
+    assert set(sessions.values_list("finish_reason", flat=True)) <= {"found_error", "solution"}
+    assert StepRating.objects.filter(step__session__in=sessions).count() >= 80
+
+    # Two generations; the second was selected by the first model version.
+    generations = list(Generation.objects.order_by("number"))
+    assert [g.number for g in generations] == [1, 2]
+    runs = list(TrainingRun.objects.order_by("pk"))
+    assert [r.status for r in runs] == ["succeeded", "succeeded"]
+    versions = list(ModelVersion.objects.order_by("pk"))
+    assert len(versions) == 2 and versions[-1].is_active
+    assert generations[1].model_version == versions[0]
+    assert generations[1].params["strategy"] == "convincing_wrong_answer"
+    second = Solution.objects.filter(generation=generations[1], is_quality_control=False)
+    assert set(second.values_list("selection_reason", flat=True)) <= {
+        "wrong_answer_convincing",
+        "convincing",
+    }
+    assert set(second.values_list("selection_model_version", flat=True)) == {versions[0].pk}
+    assert sessions.filter(generation=generations[1]).count() == 40
+
+    # Per generation: labels used, step metrics, best-of-N of PRM, ORM and majority voting.
+    result = json.loads(out.read_text())["strategies"]["convincing_wrong_answer"]
+    rows = result["generations"]
+    assert [(r["generation"], r["labels"]) for r in rows] == [(1, 40), (2, 80)]
+    for row in rows:
+        assert 0.0 <= row["step_auroc"] <= 1.0
+        assert "first_error_f1" in row
+        assert set(row["best_of_n"]) == {"prm", "orm", "majority"}
+        assert set(row["best_of_n"]["prm"]) == {"1", "4", "16"}
+    assert "convincing_wrong_answer" in stdout.getvalue()
+
+
+def test_compare_reports_labels_needed_to_reach_the_baselines_auroc():
+    def result(points):
+        rows = [
+            {
+                "generation": k + 1,
+                "labels": labels,
+                "wrong_answer_share": 0.5,
+                "step_auroc": auroc,
+                "first_error_f1": 0.5,
+                "best_of_n": {"prm": {"4": {"mean": 0.8, "std": 0.0}}},
+            }
+            for k, (labels, auroc) in enumerate(points)
+        ]
+        return loop.SimulationResult(config={"best_of": [4]}, pool={}, generations=rows)
+
+    results = {
+        "convincing_wrong_answer": result([(500, 0.7), (1000, 0.9), (1500, 0.95)]),
+        "uniform": result([(500, 0.7), (1000, 0.8), (1500, 0.9)]),
+    }
+    efficiency = loop.data_efficiency(results)
+    assert efficiency["target_auroc"] == 0.9
+    assert efficiency["labels_needed"] == {"convincing_wrong_answer": 1000.0, "uniform": 1500.0}
+    assert efficiency["efficiency_vs_uniform"]["convincing_wrong_answer"] == 1.5
+    text = loop.table(results)
+    assert "prm@4" in text and len(text.splitlines()) == 7
