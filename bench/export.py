@@ -32,7 +32,8 @@ import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from benchdb import database_url, is_postgres, recreate_database, setup_django
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -48,56 +49,8 @@ SAMPLE_LINES = 200
 # Django and the throwaway database
 
 
-def setup_django(database_url: str) -> None:
-    # The URL must be in the environment before settings are read, i.e. before setup().
-    os.environ["DATABASE_URL"] = database_url
-    # DEBUG keeps every SQL query in memory, which would inflate both time and RSS; the
-    # benchmark measures production behaviour whatever the developer's shell says.
-    os.environ["DEBUG"] = "false"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "annotate.settings")
-    import django
-
-    django.setup()
-
-
-def is_postgres(url: str) -> bool:
-    return urlsplit(url).scheme in {"postgres", "postgresql", "pgsql", "postgis"}
-
-
-def postgres_bench_url(server_url: str) -> str:
-    return urlsplit(server_url)._replace(path=f"/{BENCH_DB}").geturl()
-
-
 def kept_sqlite_path() -> Path:
     return Path(os.environ.get("STEPWISE_VAR_DIR", REPO / "var")) / "bench_export.sqlite3"
-
-
-def create_postgres_database(server_url: str) -> str:
-    """Create an empty `stepwise_bench` beside the configured database; return its URL."""
-    import psycopg2
-
-    # libpq understands postgres:// URIs itself, so the developer's URL is used as is.
-    conn = psycopg2.connect(server_url)
-    conn.autocommit = True  # CREATE/DROP DATABASE cannot run inside a transaction
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-            cur.execute(f"CREATE DATABASE {BENCH_DB}")
-    finally:
-        conn.close()
-    return postgres_bench_url(server_url)
-
-
-def drop_postgres_database(server_url: str) -> None:
-    import psycopg2
-
-    conn = psycopg2.connect(server_url)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-    finally:
-        conn.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -480,8 +433,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="stepwise-bench-") as tmp:
         tmpdir = Path(tmp)
         if postgres:
-            db = postgres_bench_url(server_url) if args.reuse_db else None
-            db = db or create_postgres_database(server_url)
+            db = database_url(server_url, BENCH_DB) if args.reuse_db else None
+            db = db or recreate_database(server_url, BENCH_DB)
         else:
             sqlite_path = kept_sqlite_path() if keep else tmpdir / "bench.sqlite3"
             if args.keep_db:
@@ -517,7 +470,7 @@ def main() -> int:
                 from django.db import connections
 
                 connections.close_all()  # DROP DATABASE refuses while we are connected
-                drop_postgres_database(server_url)
+                recreate_database(server_url, BENCH_DB, create=False)
     backend = "PostgreSQL" if postgres else "SQLite"
     ok = report(
         lines=args.solutions, imp=imp, exp=exp, dumps_s=dumps_s, check=check, backend=backend

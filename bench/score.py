@@ -22,7 +22,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from benchdb import is_postgres, recreate_database, setup_django
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -39,35 +40,6 @@ PASSAGE = (
     "Notice that $\\binom{10}{3}=120$, hence the probability is $\\frac{3}{8}$."
 )
 WORDS = PASSAGE.split()
-
-
-def setup_django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ["DEBUG"] = "false"  # DEBUG keeps every query in memory
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "annotate.settings")
-    import django
-
-    django.setup()
-
-
-def is_postgres(url: str) -> bool:
-    return urlsplit(url).scheme in {"postgres", "postgresql", "pgsql", "postgis"}
-
-
-def postgres_database(server_url: str, *, create: bool) -> str:
-    """(Re)create or drop `stepwise_score_bench` beside the configured database."""
-    import psycopg2
-
-    conn = psycopg2.connect(server_url)
-    conn.autocommit = True  # CREATE/DROP DATABASE cannot run inside a transaction
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-            if create:
-                cur.execute(f"CREATE DATABASE {BENCH_DB}")
-    finally:
-        conn.close()
-    return urlsplit(server_url)._replace(path=f"/{BENCH_DB}").geturl()
 
 
 def store_solutions(count: int) -> list[int]:
@@ -167,7 +139,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="stepwise-score-bench-") as tmp:
         tmpdir = Path(tmp)
         if postgres:
-            db = postgres_database(server_url, create=True)
+            db = recreate_database(server_url, BENCH_DB)
         else:
             db = f"sqlite:///{tmpdir / 'bench.sqlite3'}"
         try:
@@ -178,7 +150,7 @@ def main() -> int:
                 from django.db import connections
 
                 connections.close_all()  # DROP DATABASE refuses while we are connected
-                postgres_database(server_url, create=False)
+                recreate_database(server_url, BENCH_DB, create=False)
     return 0 if ok else 1
 
 

@@ -38,7 +38,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
+
+from benchdb import is_postgres, recreate_database, setup_django
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -57,33 +58,6 @@ SESSION = re.compile(r'id="workbench" data-session="(\d+)"')
 
 # ---------------------------------------------------------------------------------------------
 # The throwaway database
-
-
-def postgres_url(server_url: str, name: str) -> str:
-    return urlsplit(server_url)._replace(path=f"/{name}").geturl()
-
-
-def recreate_database(server_url: str, *, create: bool) -> None:
-    import psycopg2
-
-    conn = psycopg2.connect(server_url)
-    conn.autocommit = True  # CREATE/DROP DATABASE cannot run inside a transaction
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-            if create:
-                cur.execute(f"CREATE DATABASE {BENCH_DB}")
-    finally:
-        conn.close()
-
-
-def setup_django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ["DEBUG"] = "false"  # DEBUG keeps every query in memory
-    os.environ["DJANGO_SETTINGS_MODULE"] = "annotate.settings"
-    import django
-
-    django.setup()
 
 
 def seed(*, solutions: int, labelers: int, rng: random.Random) -> None:
@@ -549,17 +523,16 @@ def main() -> int:
     args = parser.parse_args()
 
     server_url = os.environ.get("DATABASE_URL", "")
-    if urlsplit(server_url).scheme not in {"postgres", "postgresql"}:
+    if not is_postgres(server_url):
         print(
             "bench/serve.py needs DATABASE_URL=postgres://… (a server it may create a "
             f"database on); got {server_url or 'nothing'}",
             file=sys.stderr,
         )
         return 2
-    database_url = postgres_url(server_url, BENCH_DB)
     rng = random.Random(args.seed)
 
-    recreate_database(server_url, create=True)
+    database_url = recreate_database(server_url, BENCH_DB)
     process = None
     try:
         setup_django(database_url)
@@ -610,7 +583,7 @@ def main() -> int:
             connections.close_all()  # DROP DATABASE refuses while we are connected
         except Exception:  # noqa: BLE001 - Django may not be set up yet
             pass
-        recreate_database(server_url, create=False)
+        recreate_database(server_url, BENCH_DB, create=False)
 
     app_requests = sum(len(v) for v in app.latencies.values())
     app_errors = sum(app.errors.values())
