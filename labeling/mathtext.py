@@ -5,6 +5,7 @@ math is escaped; the MathML itself is passed through an allowlist sanitizer, bec
 converter copies `\\text{...}` contents and `\\href` targets into its output verbatim.
 """
 
+import functools
 import re
 import secrets
 
@@ -80,7 +81,10 @@ _MATHML_ATTRIBUTES = {
 }
 
 
+@functools.lru_cache(maxsize=8192)
 def _mathml(tex: str, *, display: bool) -> str:
+    # Cached: every rating re-renders the steps shown so far, and converting plus sanitising
+    # is most of a rating's rendering time.
     try:
         markup = convert(tex.strip(), display="block" if display else "inline")
     except Exception:  # noqa: BLE001 - malformed TeX is shown as typed, never an error page

@@ -11,12 +11,22 @@ ADMIN = "admin"
 ROLES = (ANNOTATOR, RESEARCHER, ADMIN)
 
 
+def role_names(user: AbstractBaseUser) -> frozenset[str]:
+    """The user's groups, read once per user object, i.e. once per request: the view, the
+    navigation and the API permissions all ask, and a rating is the hottest request."""
+    names = getattr(user, "_stepwise_role_names", None)
+    if names is None:
+        names = frozenset(user.groups.values_list("name", flat=True))
+        user._stepwise_role_names = names
+    return names
+
+
 def has_role(user: AbstractBaseUser | AnonymousUser, *roles: str) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
     if user.is_superuser:
         return True
-    return user.groups.filter(name__in=roles).exists()
+    return not role_names(user).isdisjoint(roles)
 
 
 def can_export_labels(user: AbstractBaseUser | AnonymousUser) -> bool:
