@@ -1,6 +1,10 @@
 """What every benchmark shares: Django set up on a throwaway database, never the developer's."""
 
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
 
 
@@ -41,3 +45,24 @@ def recreate_database(server_url: str, name: str, *, create: bool = True) -> str
     finally:
         conn.close()
     return database_url(server_url, name)
+
+
+@contextmanager
+def throwaway_django(name: str) -> Iterator[Path]:
+    """Django set up on database `name` of `DATABASE_URL`'s PostgreSQL server (dropped
+    afterwards), or on a SQLite file; yields a temporary directory for the benchmark's files
+    (removed afterwards)."""
+    server_url = os.environ.get("DATABASE_URL", "")
+    postgres = is_postgres(server_url)
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+        tmpdir = Path(tmp)
+        url = recreate_database(server_url, name) if postgres else f"sqlite:///{tmpdir}/db.sqlite3"
+        try:
+            setup_django(url)
+            yield tmpdir
+        finally:
+            if postgres:
+                from django.db import connections
+
+                connections.close_all()  # DROP DATABASE refuses while we are connected
+                recreate_database(server_url, name, create=False)

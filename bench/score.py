@@ -16,14 +16,12 @@ SQLite file in a temporary directory.
 """
 
 import argparse
-import os
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from benchdb import is_postgres, recreate_database, setup_django
+from benchdb import throwaway_django
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -134,23 +132,8 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
 
-    server_url = os.environ.get("DATABASE_URL", "")
-    postgres = is_postgres(server_url)
-    with tempfile.TemporaryDirectory(prefix="stepwise-score-bench-") as tmp:
-        tmpdir = Path(tmp)
-        if postgres:
-            db = recreate_database(server_url, BENCH_DB)
-        else:
-            db = f"sqlite:///{tmpdir / 'bench.sqlite3'}"
-        try:
-            setup_django(db)
-            ok = run(args, tmpdir)
-        finally:
-            if postgres:
-                from django.db import connections
-
-                connections.close_all()  # DROP DATABASE refuses while we are connected
-                recreate_database(server_url, BENCH_DB, create=False)
+    with throwaway_django(BENCH_DB) as tmpdir:
+        ok = run(args, tmpdir)
     return 0 if ok else 1
 
 
