@@ -230,6 +230,20 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         # Exchange bindings; kombu's default is a `control/` folder in the working directory.
         "control_folder": str(BROKER_DIR / "control"),
     }
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Without socket timeouts a Redis that stops answering (hung, failed over, a dropped
+    # network path) holds a request that queues a task until gunicorn kills its worker, and
+    # the run stays queued, refusing every later one. Publishing takes milliseconds, so two
+    # seconds per wait is generous; with one retry the request fails within about six.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_timeout": 2, "socket_connect_timeout": 2}
+# One retry is enough to replace a pooled connection a restarted broker has closed; more only
+# lengthen the wait for a broker that is down.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 0.5,
+}
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Training and scoring hold a GPU; the periodic check that decides whether to retrain does not.
 CELERY_TASK_ROUTES = {

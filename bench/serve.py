@@ -124,7 +124,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_gunicorn(*, database_url: str, port: int, workers: int, threads: int):
+def start_gunicorn(
+    *, database_url: str, port: int, workers: int, threads: int, env: dict[str, str] | None = None
+):
+    """gunicorn on 127.0.0.1:`port`, answering; `env` overrides the environment below."""
     env = dict(
         os.environ,
         DATABASE_URL=database_url,
@@ -134,7 +137,7 @@ def start_gunicorn(*, database_url: str, port: int, workers: int, threads: int):
         # Nothing the views might enqueue must reach the developer's real workers.
         CELERY_BROKER_URL="memory://",
         PYTHONPATH=str(REPO),
-    )
+    ) | (env or {})
     command = [
         sys.executable,
         "-m",
@@ -330,10 +333,17 @@ class Labeler:
                 if outcome.group(1) == "found_error" and self.rng.random() < 0.1:
                     # Took back the -1 (on second thought the step was fine): steps re-open.
                     error_step = max(
-                        s
-                        for (s, c), r in self.sessions[session_id].ratings.items()
-                        if c == 0 and r == -1
+                        (
+                            s
+                            for (s, c), r in self.sessions[session_id].ratings.items()
+                            if c == 0 and r == -1
+                        ),
+                        # A session resumed after a failed request may show a -1 whose
+                        # acknowledgement was lost: there is nothing known to take back.
+                        default=None,
                     )
+                    if error_step is None:
+                        return self.submit(session_id, outcome.group(1))
                     html = self.rate(session_id, error_step, 0, 0)
                     if html is None:
                         return None
