@@ -93,6 +93,7 @@ class SessionSerializer(serializers.ModelSerializer):
             "started_at",
             "lease_expires_at",
             "submitted_at",
+            "abandoned_at",
             "total_time",
             "finish_reason",
             "finish_reason_text",

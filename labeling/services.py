@@ -640,6 +640,12 @@ LEASE = timedelta(minutes=30)
 IDLE_GAP = timedelta(minutes=3)
 
 
+LEASE_LAPSED = (
+    "This session's lease ran out and it went to someone else. Your ratings so far are kept "
+    "with it; choose Label for your next solution."
+)
+
+
 class LabelingRefused(Exception):
     """A labeling request that cannot be applied; the message says why."""
 
@@ -811,6 +817,9 @@ def rate_step(
         raise LabelingRefused("A rating is -1, 0 or 1.")
     with transaction.atomic():
         session = _locked_session(session_id=session_id, labeler=labeler)
+        if session.abandoned_at is not None:
+            # A tab left open past the lease: say why, not "finished" (the page shows this).
+            raise LabelingRefused(LEASE_LAPSED)
         if not session.is_open:
             raise LabelingRefused("This session is already finished.")
         steps = session.solution.steps
@@ -917,7 +926,7 @@ def submit_session(
                 return session
             raise LabelingRefused("This session is already finished.")
         if session.abandoned_at is not None:
-            raise LabelingRefused("This session's lease ran out and it went to someone else.")
+            raise LabelingRefused(LEASE_LAPSED)
         rated = rated_steps(session)
         steps = session.solution.steps
         if finish_reason == "found_error":

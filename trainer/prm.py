@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -45,6 +46,10 @@ TINY = {
 }
 TINY_VOCAB = 4096
 MAX_LENGTH_CAP = 4096
+
+
+class CheckpointNotWritten(OSError):
+    """Saving a checkpoint failed (disk full, directory not writable); nothing was left behind."""
 
 
 @dataclass
@@ -227,7 +232,10 @@ class PRM:
         if path.exists():
             raise FileExistsError(f"{path} already exists; a checkpoint is never overwritten.")
         # Same parent, so the final rename stays on one filesystem and is atomic.
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.partial-", dir=path.parent))
+        except OSError as exc:
+            raise CheckpointNotWritten(_not_written(path, exc)) from exc
         try:
             self.module.backbone.save_pretrained(tmp)
             head = {
@@ -245,8 +253,11 @@ class PRM:
             }
             (tmp / SETTINGS_FILE).write_text(json.dumps(meta, indent=2), encoding="utf-8")
             tmp.rename(path)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            # safetensors reports a failed write (disk full) as its own error, not an OSError.
+            if isinstance(exc, OSError | SafetensorError):
+                raise CheckpointNotWritten(_not_written(path, exc)) from exc
             raise
 
     # --- encoding -------------------------------------------------------------------------
@@ -401,3 +412,10 @@ def pack(rows: list[list[int]], *, attn_implementation: str | None, dtype=torch.
         mask = torch.zeros(allowed.shape, dtype=dtype)
         return input_ids, position_ids, mask.masked_fill(~allowed, torch.finfo(dtype).min)
     return input_ids, position_ids, allowed
+
+
+def _not_written(path: Path, exc: Exception) -> str:
+    # errno and strerror without the temporary path str(exc) would name.
+    errno = getattr(exc, "errno", None)
+    cause = f"[Errno {errno}] {exc.strerror}" if errno else str(exc)
+    return f"Could not write the checkpoint {path}: {cause}. Nothing was kept."

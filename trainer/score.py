@@ -1,16 +1,19 @@
 """Score stored solutions with a PRM and write the scores back in bulk.
 
-Solutions are read in chunks; within a chunk the PRM sorts them by length into batches (one
-forward pass per batch, under torch.inference_mode, bf16 autocast on CUDA), and the chunk's
-step scores, solution scores and model version are written with one bulk_update per chunk.
+Solutions are read in chunks (PRM_SCORE_CHUNK); within a chunk the PRM sorts them by length
+into batches (one forward pass per batch, under torch.inference_mode, bf16 autocast on CUDA),
+and the chunk's step scores, solution scores and model version are written with one
+bulk_update per chunk, in one transaction: a worker killed mid-scoring leaves every solution
+with the complete scores of one model version, the old one or the new.
 """
 
 from collections.abc import Iterable
 
+from django.conf import settings
+
 from labeling.models import Solution
 from trainer.prm import PRM, configure_threads, solution_score
 
-READ_CHUNK = 2_000
 WRITE_CHUNK = 500
 
 
@@ -20,14 +23,16 @@ def score_solutions(
     solution_ids: Iterable[int],
     model_version_id: int | None,
     batch_size: int = 32,
+    chunk_size: int | None = None,
 ) -> int:
     """Score the given solutions; returns how many were written."""
     configure_threads()
     ids = sorted(set(solution_ids))
+    chunk = chunk_size or settings.PRM_SCORE_CHUNK
     written = 0
-    for start in range(0, len(ids), READ_CHUNK):
+    for start in range(0, len(ids), chunk):
         rows = list(
-            Solution.objects.filter(pk__in=ids[start : start + READ_CHUNK])
+            Solution.objects.filter(pk__in=ids[start : start + chunk])
             .order_by("pk")
             .values_list("pk", "problem__text", "steps")
         )

@@ -7,6 +7,7 @@ the functions that need them: the web process never pays for torch to show a pag
 
 import logging
 import os
+import tempfile
 import threading
 import time
 import traceback
@@ -20,6 +21,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
@@ -401,7 +403,9 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
 
 
 def _error_message(exc: Exception) -> str:
-    if isinstance(exc, TrainingRefused):
+    from trainer.prm import CheckpointNotWritten
+
+    if isinstance(exc, TrainingRefused | CheckpointNotWritten):
         return str(exc)
     if isinstance(exc, SoftTimeLimitExceeded):
         return (
@@ -416,6 +420,8 @@ def _train(run: TrainingRun, recorder: _RunRecorder):
     from trainer.train import TrainParams, train_prm
 
     params = run.params
+    model_dir = Path(settings.PRM_MODEL_DIR)
+    _check_checkpoint_dir(model_dir=model_dir)
     snapshot_at = timezone.now()
     examples = dataset.build_examples(**{key: params.get(key) for key in DATASET_KEYS})
     if not examples:
@@ -442,8 +448,7 @@ def _train(run: TrainingRun, recorder: _RunRecorder):
     train_params = TrainParams.from_dict({key: params[key] for key in TRAIN_KEYS if key in params})
     if params.get("max_minutes"):
         train_params.max_seconds = float(params["max_minutes"]) * 60
-    out_dir = Path(settings.PRM_MODEL_DIR) / f"run-{run.pk}"
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    out_dir = model_dir / f"run-{run.pk}"
     return train_prm(
         train=train,
         eval=held_out,
@@ -453,6 +458,25 @@ def _train(run: TrainingRun, recorder: _RunRecorder):
         on_progress=recorder.on_progress,
         should_stop=recorder.should_stop,
     )
+
+
+def _check_checkpoint_dir(*, model_dir: Path) -> None:
+    """Refuse the run before any compute is spent when its checkpoint could not be written.
+
+    Checked on the worker, not when the run is requested: the web host may not even see the
+    worker's disk. A disk that fills up during training still fails at the save, which leaves
+    nothing behind (PRM.save is atomic).
+    """
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+        # Creating a directory is what the save does first; root ignores mode bits, so only
+        # trying tells (read-only mount, a file in the way, no inodes left).
+        os.rmdir(tempfile.mkdtemp(prefix=".write-check-", dir=model_dir))
+    except OSError as exc:
+        raise TrainingRefused(
+            f"Checkpoint directory {model_dir} is not writable: [Errno {exc.errno}] "
+            f"{exc.strerror}. Fix PRM_MODEL_DIR on the worker and start a new run."
+        ) from None
 
 
 def _record_model_version(*, run_id: int, result, recorder: _RunRecorder) -> ModelVersion | None:
@@ -559,19 +583,48 @@ def _enqueue_scoring(*, model_version_id: int) -> None:
 def score_with_model_version(
     *, model_version_id: int, solution_ids: list[int] | None = None
 ) -> int:
-    """Write this version's step and solution scores; all solutions when no ids are given.
+    """Write this version's step and solution scores; returns how many were written.
 
-    Scoring everything with a version that is no longer active would overwrite the active
-    version's scores, so that request is skipped.
+    Without ids: every solution that does not carry this version's scores yet. A version's
+    scores never change, so a scoring that was interrupted (its worker killed) and runs again
+    continues where it stopped, and a duplicate finds nothing left to do. Scoring everything
+    with a version that is no longer active would overwrite the active version's scores, so
+    that request is skipped.
     """
-    version = ModelVersion.objects.get(pk=model_version_id)
+    version = ModelVersion.objects.filter(pk=model_version_id).first()
+    if version is None:
+        # A redelivered message can outlive the version an admin deleted.
+        logger.info("Model version %s no longer exists; nothing to score", model_version_id)
+        return 0
     if solution_ids is None:
         if not version.is_active:
             logger.info("%s is no longer active; not rescoring every solution with it", version)
             return 0
-        solution_ids = list(Solution.objects.order_by("pk").values_list("pk", flat=True))
+        solution_ids = list(_not_scored_by(version).order_by("pk").values_list("pk", flat=True))
+        if not solution_ids:
+            return 0
     from trainer.prm import PRM
     from trainer.score import score_solutions
 
     prm = PRM.load(version.checkpoint_path)
     return score_solutions(prm=prm, solution_ids=solution_ids, model_version_id=version.pk)
+
+
+def _not_scored_by(version: ModelVersion) -> QuerySet[Solution]:
+    return Solution.objects.exclude(prm_model_version=version)
+
+
+def requeue_unfinished_scoring() -> int | None:
+    """Queue the rescoring of the active version again if some solutions lack its scores.
+
+    Called when a worker starts: a scoring whose worker was killed is otherwise lost (the
+    filesystem broker has no redelivery, and Redis redelivers an unacknowledged message only
+    after its visibility timeout). Returns the version queued, or None when every solution
+    carries the active version's scores.
+    """
+    version = ModelVersion.objects.filter(is_active=True).first()
+    if version is None or not _not_scored_by(version).exists():
+        return None
+    logger.warning("Scoring with %s is unfinished; queueing it again", version)
+    _enqueue_scoring(model_version_id=version.pk)
+    return version.pk

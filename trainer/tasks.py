@@ -7,6 +7,15 @@ that kills its worker (out of memory, a hard time limit) is not re-queued foreve
 redelivered message is harmless either way: `execute_training_run` only starts a *queued*
 run, and a run whose worker died is failed by `mark_stale_runs_failed` (at worker start and
 from the periodic task) instead of being re-run behind the researcher's back.
+
+Scoring is the opposite case: it is idempotent and resumable (a version's scores never change,
+and a rescoring skips solutions that already carry them), so a scoring whose worker was killed
+must finish. Not through the broker: the default filesystem transport deletes a message as a
+worker takes it, Redis gives an unacknowledged one back only after its visibility timeout (an
+hour by default), and `reject_on_worker_lost` would loop forever on a scoring that kills its
+worker every time. Instead every worker, when it starts, queues the active version's scoring
+again if some solution lacks its scores (`requeue_unfinished_scoring`); what is already scored
+is skipped, and a duplicate, or the lost message once Redis gives it back, finds nothing left.
 """
 
 from datetime import timedelta
@@ -71,3 +80,9 @@ def fail_runs_of_dead_workers(sender=None, **kwargs) -> None:
         older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS),
         worker_hostname=getattr(sender, "hostname", "") or "",
     )
+
+
+@worker_ready.connect
+def finish_interrupted_scoring(sender=None, **kwargs) -> None:
+    # A worker killed mid-scoring left part of the pool with the previous version's scores.
+    services.requeue_unfinished_scoring()

@@ -4,25 +4,20 @@ workers (Redis broker) that train, score, and get killed mid-run."""
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from celery.signals import worker_ready
 from django.conf import settings
-from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
-from kombu import Connection
 
 from annotate.celery import app
 from labeling.models import Solution
 from trainer import tasks
 from trainer.models import ModelVersion, TrainingRun
+from trainer.tests.conftest import wait_for
 from trainer.tests.labels import label_demo_solutions, user_with_role
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_training_and_scoring_go_to_the_gpu_queue_and_the_schedule_check_does_not():
@@ -84,77 +79,6 @@ def test_the_periodic_task_starts_a_run_once_enough_labels_arrived(settings):
 
 
 # --- real workers -----------------------------------------------------------------------------
-
-
-def _database_url() -> str:
-    settings_dict = connection.settings_dict
-    if settings_dict["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{settings_dict['NAME']}"
-    return (
-        f"postgres://{settings_dict['USER']}@{settings_dict['HOST']}:{settings_dict['PORT']}"
-        f"/{settings_dict['NAME']}"
-    )
-
-
-@pytest.fixture
-def broker(redis_url):
-    """Publish from this process to Redis too, whatever the suite's own broker is."""
-    previous = (app.conf.broker_url, app.conf.broker_transport_options)
-    app.conf.broker_url, app.conf.broker_transport_options = redis_url, {}
-    app._after_fork()  # Celery's own reset of its pooled broker connections
-    with Connection(redis_url) as conn:
-        for queue in ("gpu", "default"):
-            # Messages left by an interrupted earlier run name rows that no longer exist.
-            conn.SimpleQueue(queue).clear()
-    yield redis_url
-    app.conf.broker_url, app.conf.broker_transport_options = previous
-    app._after_fork()
-
-
-@pytest.fixture
-def start_worker(broker, transactional_db, tmp_path):
-    processes = []
-
-    def start(name: str) -> subprocess.Popen:
-        env = dict(
-            os.environ,
-            DATABASE_URL=_database_url(),
-            CELERY_BROKER_URL=broker,
-            STEPWISE_VAR_DIR=str(tmp_path / "var"),
-            PRM_MODEL_DIR=str(tmp_path / "models"),
-            PRM_HEARTBEAT_SECONDS="1",
-        )
-        log = (tmp_path / f"worker-{len(processes)}.log").open("w")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "annotate", "worker", "-n", name]
-            + ["--queues", "gpu,default", "--concurrency", "1", "--pool", "solo"]
-            + ["--loglevel", "INFO"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        processes.append((process, log))
-        return process
-
-    yield start
-    for process, log in processes:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=60)
-        log.close()
-    for path in sorted(tmp_path.glob("worker-*.log")):
-        print(path.name, path.read_text()[-3000:])
-
-
-def wait_for(predicate, *, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def test_a_real_worker_trains_promotes_and_scores(start_worker, client, settings, tmp_path):
