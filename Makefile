@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: run test setup migrate lint bench bench-export bench-serve bench-score bench-train clean
+.PHONY: run test setup migrate lint bench bench-export bench-serve bench-score bench-train \
+	bench-serve-load bench-active-learning clean
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,17 +32,37 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: bench-export bench-serve bench-score bench-train
+# Every benchmark, one after another, even past a failure or a missed target; the summary
+# names the ones that did not pass. bench-serve needs DATABASE_URL=postgres://….
+BENCHES := bench-export bench-train bench-score bench-serve bench-serve-load bench-active-learning
+bench: setup
+	@failed=""; started=$$(date +%s); \
+	for b in $(BENCHES); do \
+		t=$$(date +%s); $(MAKE) --no-print-directory $$b || failed="$$failed $$b"; \
+		echo "== $$b: $$(( $$(date +%s) - t )) s"; \
+	done; \
+	echo "== all benchmarks: $$(( ($$(date +%s) - started) / 60 )) min"; \
+	if [ -n "$$failed" ]; then echo "== failed or missed a target:$$failed"; exit 1; fi
 
 bench-export: migrate
 	$(BIN)/python bench/export.py
 
 # Needs DATABASE_URL=postgres://…: it creates and drops its own database on that server.
+BENCH_SERVE_ARGS ?= --labelers 32 --seconds 60 --think-ms 1000
 bench-serve: setup
 	$(BIN)/python bench/serve.py $(BENCH_SERVE_ARGS)
 
+# Reliability under load: 100 labelers at once, the same mixed workload and checks.
+bench-serve-load: setup
+	$(BIN)/python bench/serve.py --labelers 100 --seconds 60 --think-ms 1000
+
+# The scale figure: a 100,000-solution pool (BENCH_SCORE_ARGS=--solutions 2000 for a quick look).
+BENCH_SCORE_ARGS ?= --solutions 100000 --per-call 500
 bench-score: setup
-	$(BIN)/python bench/score.py
+	$(BIN)/python bench/score.py $(BENCH_SCORE_ARGS)
+
+bench-active-learning: setup
+	$(BIN)/python bench/active_learning.py $(BENCH_ACTIVE_LEARNING_ARGS)
 
 bench-train: setup
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-bench.txt

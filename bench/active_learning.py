@@ -129,7 +129,8 @@ def main() -> int:
     if efficiency:
         needed = efficiency["labels_needed"]
         ratios = efficiency[f"efficiency_vs_{BASELINE}"]
-        print(f"\nlabels needed to reach {BASELINE}'s final step AUROC {efficiency['target_auroc']}:")
+        target = efficiency["target_auroc"]
+        print(f"\nlabels needed to reach {BASELINE}'s final step AUROC {target}:")
         for strategy in strategies:
             labels = needed.get(strategy)
             shown = f"{labels:,.0f}" if labels else "not reached"

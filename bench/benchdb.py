@@ -1,6 +1,7 @@
 """What every benchmark shares: Django set up on a throwaway database, never the developer's."""
 
 import os
+import resource
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,3 +67,45 @@ def throwaway_django(name: str) -> Iterator[Path]:
 
                 connections.close_all()  # DROP DATABASE refuses while we are connected
                 recreate_database(server_url, name, create=False)
+
+
+# --- memory -------------------------------------------------------------------------------
+
+
+def _proc_status_mb(field: str) -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS.
+
+    Linux's ru_maxrss survives execve: a child started by a parent holding 500 MB reports
+    at least 500 MB however little it uses itself. VmHWM belongs to the process's own
+    address space, which exec replaces, so it isolates the phase; ru_maxrss (KiB on Linux)
+    is only the fallback where /proc is absent.
+    """
+    hwm = _proc_status_mb("VmHWM")
+    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def current_rss_mb() -> float:
+    rss = _proc_status_mb("VmRSS")
+    return rss if rss is not None else peak_rss_mb()
+
+
+def reset_peak_rss() -> bool:
+    """Start this process's peak RSS afresh (Linux: clear_refs 5 resets VmHWM), so that a
+    phase after setup reports its own peak. False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        return False
+    return True

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,14 @@ import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from benchdb import database_url, is_postgres, recreate_database, setup_django
+from benchdb import (
+    current_rss_mb,
+    database_url,
+    is_postgres,
+    peak_rss_mb,
+    recreate_database,
+    setup_django,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -213,34 +219,6 @@ def generate(path: Path, *, solutions: int, steps_per_solution: int) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Phases run in their own process, so that ru_maxrss is the phase's own peak
-
-
-def _proc_status_mb(field: str) -> float | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(f"{field}:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
-    return None
-
-
-def peak_rss_mb() -> float:
-    """This process's peak RSS.
-
-    Linux's ru_maxrss survives execve: a child started by a parent holding 500 MB reports
-    at least 500 MB however little it uses itself. VmHWM belongs to the process's own
-    address space, which exec replaces, so it isolates the phase; ru_maxrss (KiB on Linux)
-    is only the fallback where /proc is absent.
-    """
-    hwm = _proc_status_mb("VmHWM")
-    return hwm if hwm is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def current_rss_mb() -> float:
-    rss = _proc_status_mb("VmRSS")
-    return rss if rss is not None else peak_rss_mb()
 
 
 def phase_import(path: Path) -> dict:

@@ -7,8 +7,9 @@ tiny built-in PRM (random weights: speed does not depend on what it learned), sa
 temporary directory and loads it back as a worker would, then times `score_solutions`
 twice: batched (length-sorted batches of B), and with batch size 1 on the first K solutions
 (default 200), extrapolated per solution. Both paths read and write the database the same
-way, so the ratio is what batching buys. Prints solutions/s of each and the ratio; exits
-non-zero when the ratio is under 10x.
+way, so the ratio is what batching buys. Prints solutions/s of each, the ratio, and the
+peak RSS while scoring (the issue's scale figure: `--solutions 100000`); exits non-zero when
+the ratio is under 10x.
 
 The database is never the developer's: with a PostgreSQL `DATABASE_URL` the benchmark
 creates (and afterwards drops) `stepwise_score_bench` on that server; otherwise it uses a
@@ -21,13 +22,15 @@ import sys
 import time
 from pathlib import Path
 
-from benchdb import throwaway_django
+from benchdb import current_rss_mb, peak_rss_mb, reset_peak_rss, throwaway_django
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 BENCH_DB = "stepwise_score_bench"
 SEED = 4
+STORE_CHUNK = 5_000
+TOKENIZER_SAMPLE = 2_000
 TARGET_RATIO = 10.0
 
 PASSAGE = (
@@ -41,6 +44,8 @@ WORDS = PASSAGE.split()
 
 
 def store_solutions(count: int) -> list[int]:
+    """`count` solutions of 3-12 steps, stored in chunks so that a 100,000-solution pool
+    never sits in memory as model objects."""
     from labeling.models import Problem, Solution, solution_digest, text_digest
 
     rng = random.Random(SEED)
@@ -52,22 +57,25 @@ def store_solutions(count: int) -> list[int]:
     for i in range(max(1, count // 8)):
         text = f"Problem {i}: {sentence(15, 60)}"
         problems.append(Problem(text=text, text_hash=text_digest(text), answer=str(i)))
-    problems = Problem.objects.bulk_create(problems)
-    solutions = []
-    for i in range(count):
-        steps = [sentence(8, 40) for _ in range(rng.randint(3, 12))]
-        answer = str(rng.randint(0, 99))
-        steps[-1] += f"\n\n# Answer\n\n{answer}"
-        solutions.append(
-            Solution(
-                problem=problems[i % len(problems)],
-                steps=steps,
-                answer=answer,
-                content_hash=solution_digest(steps=steps, answer=answer),
-                is_correct=rng.random() < 0.3,
+    problems = Problem.objects.bulk_create(problems, batch_size=STORE_CHUNK)
+    ids: list[int] = []
+    for start in range(0, count, STORE_CHUNK):
+        solutions = []
+        for i in range(start, min(start + STORE_CHUNK, count)):
+            steps = [sentence(8, 40) for _ in range(rng.randint(3, 12))]
+            answer = str(rng.randint(0, 99))
+            steps[-1] += f"\n\n# Answer\n\n{answer}"
+            solutions.append(
+                Solution(
+                    problem=problems[i % len(problems)],
+                    steps=steps,
+                    answer=answer,
+                    content_hash=solution_digest(steps=steps, answer=answer),
+                    is_correct=rng.random() < 0.3,
+                )
             )
-        )
-    return [s.pk for s in Solution.objects.bulk_create(solutions, batch_size=500)]
+        ids += [s.pk for s in Solution.objects.bulk_create(solutions, batch_size=500)]
+    return ids
 
 
 def run(args, tmpdir: Path) -> bool:
@@ -80,18 +88,22 @@ def run(args, tmpdir: Path) -> bool:
 
     call_command("migrate", verbosity=0, interactive=False)
     ids = store_solutions(args.solutions)
-    corpus = list(Problem.objects.values_list("text", flat=True))
-    for steps in Solution.objects.values_list("steps", flat=True):
+    # The tokenizer learns from a sample: the text is drawn from one small vocabulary.
+    corpus = list(Problem.objects.values_list("text", flat=True)[:TOKENIZER_SAMPLE])
+    for steps in Solution.objects.order_by("pk").values_list("steps", flat=True)[:TOKENIZER_SAMPLE]:
         corpus += steps
     PRM.build(base_model=None, corpus=corpus, seed=SEED).save(tmpdir / "model")
     prm = PRM.load(tmpdir / "model")
     version = ModelVersion.objects.create(name="bench", checkpoint_path=str(tmpdir / "model"))
 
+    reset = reset_peak_rss()
+    before_mb = current_rss_mb()
     start = time.perf_counter()
     batched = score_solutions(
         prm=prm, solution_ids=ids, model_version_id=version.pk, batch_size=args.batch_size
     )
     batched_s = time.perf_counter() - start
+    scoring_peak_mb = peak_rss_mb()
 
     sample = ids[: args.per_call]
     start = time.perf_counter()
@@ -114,6 +126,11 @@ def run(args, tmpdir: Path) -> bool:
     print(
         f"one per forward call ({per_call} solutions, extrapolated): {per_call_s:.1f} s, "
         f"{per_call_rate:,.1f} solutions/s -> {batched / per_call_rate:.1f} s for all"
+    )
+    print(
+        f"memory: {before_mb:,.0f} MB RSS before scoring, peak "
+        f"{scoring_peak_mb:,.0f} MB while scoring"
+        + ("" if reset else " (peak since process start: /proc/self/clear_refs unavailable)")
     )
     print(f"batched / one-by-one: {ratio:.1f}x")
     checks = [
