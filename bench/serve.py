@@ -13,7 +13,8 @@ with the next task that the submission returned (the workbench's prefetch), for 
 No think time by default: every labeler sends its next request as soon as the last answers,
 so the figures are the server's capacity at that concurrency (and requests/s against the
 floor's compares capacities), not a day's real load; with `--think-ms` the load is paced and
-the latencies are the figures to compare.
+the latencies are the figures to compare. Labelers start at random moments within the first
+`--arrive-within` seconds (default 5), not all in one instant.
 
 Then the **floor**: the same labelers, logged in the same way and with the same think time,
 POST for `--floor-seconds` to a bare view that does one INSERT (in `bench/serve_urls.py`, a
@@ -224,13 +225,22 @@ class Stats:
 
 
 class Labeler:
-    def __init__(self, *, base: str, username: str, rng: random.Random, think_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        base: str,
+        username: str,
+        rng: random.Random,
+        think_s: float,
+        arrive_within_s: float = 0.0,
+    ) -> None:
         import requests
 
         self.base = base
         self.username = username
         self.rng = rng
         self.think_s = think_s
+        self.arrive_within_s = arrive_within_s
         self.http = requests.Session()
         self.sessions: dict[int, Expected] = {}
         self.stats: Stats | None = None
@@ -286,6 +296,8 @@ class Labeler:
 
     def run(self, stats: Stats, deadline: float) -> None:
         self.stats = stats
+        # Labelers start their day at different moments, not all in the same millisecond.
+        time.sleep(self.rng.uniform(0, self.arrive_within_s))
         response = self.request("GET /label/ (next task)", "GET", "/label/", 302)
         if response is None:
             return
@@ -529,6 +541,12 @@ def main() -> int:
     parser.add_argument(
         "--think-ms", type=float, default=0.0, help="mean pause before each rating (default none)"
     )
+    parser.add_argument(
+        "--arrive-within",
+        type=float,
+        default=5.0,
+        help="labelers start at random moments within this many seconds (0: all at once)",
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
 
@@ -564,6 +582,7 @@ def main() -> int:
                 username=f"labeler{i:03d}",
                 rng=random.Random(args.seed * 1000 + i),
                 think_s=args.think_ms / 1000,
+                arrive_within_s=args.arrive_within,
             )
             for i in range(args.labelers)
         ]

@@ -11,7 +11,7 @@ import uuid
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 
 def text_digest(text: str) -> str:
@@ -150,6 +150,18 @@ class Solution(models.Model):
 
     class Meta:
         ordering = ["id"]
+        indexes = [
+            # The leftover labeling queue walks this index and stops at the first free
+            # solution, instead of sorting the whole pool on every assignment.
+            models.Index(
+                F("generation_id").desc(nulls_last=True), F("id"), name="solution_leftover_order"
+            ),
+            # The screening and quality-control queues are a handful of rows in a large pool.
+            models.Index(fields=["id"], condition=Q(is_screening=True), name="solution_screening"),
+            models.Index(
+                fields=["id"], condition=Q(is_quality_control=True), name="solution_quality_control"
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["problem", "content_hash"], name="solution_unique_per_problem"

@@ -406,7 +406,8 @@ def _resolve_problems(records: list[prm800k.ParsedRecord]) -> dict[str, Problem]
 
 def _resolve_generations(numbers: set[int]) -> dict[int, Generation]:
     found = Generation.objects.in_bulk(numbers, field_name="number")
-    for number in numbers - found.keys():
+    # In number order, so that generation ids follow numbers (the leftover queue relies on it).
+    for number in sorted(numbers - found.keys()):
         found[number] = Generation.objects.create(number=number)
     return found
 
@@ -695,7 +696,10 @@ def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solutio
             ("generation", shared.filter(generation=current).order_by("-priority", "id"), True)
         )
     queues.append(
-        ("leftover", shared.order_by(F("generation__number").desc(nulls_last=True), "id"), True)
+        # Newest generation first: generation ids follow their numbers (generations are
+        # created in number order), and ordering by the id column lets the claim walk an
+        # index rather than sort every unlabeled solution.
+        ("leftover", shared.order_by(F("generation_id").desc(nulls_last=True), "id"), True)
     )
     return queues
 

@@ -140,6 +140,8 @@ def _workbench_context(session: LabelingSession) -> dict:
         ]
     return {
         "session": session,
+        # Reversed once: every step's three buttons post here, and a rating re-renders them.
+        "rate_url": reverse("label-rate", args=[session.pk]),
         "problem": session.solution.problem,
         "steps": items,
         "current": current,
