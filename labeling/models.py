@@ -11,7 +11,8 @@ import uuid
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 
 
 def text_digest(text: str) -> str:
@@ -153,8 +154,9 @@ class Solution(models.Model):
         indexes = [
             # The leftover labeling queue walks this index and stops at the first free
             # solution, instead of sorting the whole pool on every assignment.
+            # (COALESCE rather than NULLS LAST, which SQLite's CREATE INDEX does not accept.)
             models.Index(
-                F("generation_id").desc(nulls_last=True), F("id"), name="solution_leftover_order"
+                Coalesce("generation_id", Value(0)).desc(), F("id"), name="solution_leftover_order"
             ),
             # The screening and quality-control queues are a handful of rows in a large pool.
             models.Index(fields=["id"], condition=Q(is_screening=True), name="solution_screening"),

@@ -18,7 +18,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from tqdm import tqdm
 
@@ -699,7 +700,8 @@ def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solutio
         # Newest generation first: generation ids follow their numbers (generations are
         # created in number order), and ordering by the id column lets the claim walk an
         # index rather than sort every unlabeled solution.
-        ("leftover", shared.order_by(F("generation_id").desc(nulls_last=True), "id"), True)
+        # Solutions of no generation (0) come last.
+        ("leftover", shared.order_by(Coalesce("generation_id", Value(0)).desc(), "id"), True)
     )
     return queues
 
