@@ -614,16 +614,23 @@ def _not_scored_by(version: ModelVersion) -> QuerySet[Solution]:
     return Solution.objects.exclude(prm_model_version=version)
 
 
-def requeue_unfinished_scoring() -> int | None:
+def requeue_unfinished_scoring(*, activated_before: datetime | None = None) -> int | None:
     """Queue the rescoring of the active version again if some solutions lack its scores.
 
     Called when a worker starts: a scoring whose worker was killed is otherwise lost (the
     filesystem broker has no redelivery, and Redis redelivers an unacknowledged message only
-    after its visibility timeout). Returns the version queued, or None when every solution
-    carries the active version's scores.
+    after its visibility timeout). Also called by the periodic task with `activated_before`
+    set to one scoring time limit ago: a version activated earlier cannot still be scoring,
+    and a prefork pool child killed mid-scoring (out of memory) restarts no worker. Returns
+    the version queued, or None when every solution carries the active version's scores (or
+    the version is too recent to tell).
     """
     version = ModelVersion.objects.filter(is_active=True).first()
     if version is None or not _not_scored_by(version).exists():
+        return None
+    if activated_before is not None and (
+        version.promoted_at is None or version.promoted_at > activated_before
+    ):
         return None
     logger.warning("Scoring with %s is unfinished; queueing it again", version)
     _enqueue_scoring(model_version_id=version.pk)

@@ -68,6 +68,9 @@ def select_generation(self, model_version_id: int, params: dict) -> int | None:
 
 @shared_task
 def periodic_retrain() -> int | None:
+    services.requeue_unfinished_scoring(
+        activated_before=timezone.now() - timedelta(seconds=settings.PRM_SCORE_TIME_LIMIT)
+    )
     run = services.maybe_start_scheduled_training()
     return run.pk if run else None
 

@@ -4,7 +4,9 @@ workers (Redis broker) that train, score, and get killed mid-run."""
 import os
 import signal
 import subprocess
+from datetime import timedelta
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from celery.signals import worker_ready
@@ -161,3 +163,29 @@ def test_killing_the_worker_mid_run_fails_the_run_and_keeps_the_active_model(
     assert list(ModelVersion.objects.filter(is_active=True)) == [active]
     # Nothing re-runs it behind the researcher's back, and nothing blocks the next run.
     assert not TrainingRun.objects.filter(status__in=TrainingRun.LIVE).exists()
+
+
+@pytest.mark.django_db
+def test_the_periodic_task_requeues_scoring_a_killed_pool_child_left_unfinished(settings):
+    # A prefork pool child killed mid-scoring restarts no worker, so worker start-up cannot
+    # notice; the periodic task does, once no scoring of that version can still be running.
+    settings.PRM_SCORE_TIME_LIMIT = 600
+    label_demo_solutions(problems=1)
+    version = ModelVersion.objects.create(name="v", checkpoint_path="/models/v")
+    version.is_active = True
+    version.promoted_at = timezone.now()
+    version.save()
+
+    with mock.patch("trainer.tasks.score_solutions.delay") as delay:
+        tasks.periodic_retrain()  # just activated: its scoring may still be running
+        assert not delay.called
+
+        version.promoted_at = timezone.now() - timedelta(seconds=601)
+        version.save()
+        tasks.periodic_retrain()
+        delay.assert_called_once_with(version.pk)
+
+        Solution.objects.update(prm_model_version=version)  # finished meanwhile
+        delay.reset_mock()
+        tasks.periodic_retrain()
+        assert not delay.called
