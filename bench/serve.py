@@ -40,7 +40,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchdb import is_postgres, recreate_database, setup_django
+from benchdb import is_postgres, throwaway_django
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -560,10 +560,9 @@ def main() -> int:
         return 2
     rng = random.Random(args.seed)
 
-    database_url = recreate_database(server_url, BENCH_DB)
-    process = None
-    try:
-        setup_django(database_url)
+    with throwaway_django(BENCH_DB):
+        # setup_django pointed DATABASE_URL at the throwaway database: gunicorn serves it too.
+        database_url = os.environ["DATABASE_URL"]
         started = time.monotonic()
         seed(solutions=args.solutions, labelers=args.labelers, rng=rng)
         print(
@@ -575,44 +574,34 @@ def main() -> int:
         process = start_gunicorn(
             database_url=database_url, port=port, workers=args.workers, threads=args.threads
         )
-        base = f"http://127.0.0.1:{port}"
-        labelers = [
-            Labeler(
-                base=base,
-                username=f"labeler{i:03d}",
-                rng=random.Random(args.seed * 1000 + i),
-                think_s=args.think_ms / 1000,
-                arrive_within_s=args.arrive_within,
-            )
-            for i in range(args.labelers)
-        ]
-        logins = [threading.Thread(target=labeler.log_in) for labeler in labelers]
-        for thread in logins:
-            thread.start()
-        for thread in logins:
-            thread.join()
-
-        print(f"labeling for {args.seconds:.0f} s with {args.labelers} labelers…", file=sys.stderr)
-        app, app_s = run_threads(labelers, "run", args.seconds)
-        print(f"floor for {args.floor_seconds:.0f} s…", file=sys.stderr)
-        floor, floor_s = run_threads(labelers, "run_floor", args.floor_seconds)
-        stop_gunicorn(process)
-        process = None
-
-        from django.db import connections
-
-        checks = check_consistency(labelers)
-        connections.close_all()
-    finally:
-        if process is not None:
-            stop_gunicorn(process)
         try:
-            from django.db import connections
+            base = f"http://127.0.0.1:{port}"
+            labelers = [
+                Labeler(
+                    base=base,
+                    username=f"labeler{i:03d}",
+                    rng=random.Random(args.seed * 1000 + i),
+                    think_s=args.think_ms / 1000,
+                    arrive_within_s=args.arrive_within,
+                )
+                for i in range(args.labelers)
+            ]
+            logins = [threading.Thread(target=labeler.log_in) for labeler in labelers]
+            for thread in logins:
+                thread.start()
+            for thread in logins:
+                thread.join()
 
-            connections.close_all()  # DROP DATABASE refuses while we are connected
-        except Exception:  # noqa: BLE001 - Django may not be set up yet
-            pass
-        recreate_database(server_url, BENCH_DB, create=False)
+            print(
+                f"labeling for {args.seconds:.0f} s with {args.labelers} labelers…",
+                file=sys.stderr,
+            )
+            app, app_s = run_threads(labelers, "run", args.seconds)
+            print(f"floor for {args.floor_seconds:.0f} s…", file=sys.stderr)
+            floor, floor_s = run_threads(labelers, "run_floor", args.floor_seconds)
+        finally:
+            stop_gunicorn(process)
+        checks = check_consistency(labelers)
 
     app_requests = sum(len(v) for v in app.latencies.values())
     app_errors = sum(app.errors.values())
