@@ -180,6 +180,10 @@ SPECTACULAR_SETTINGS = {
 
 # Uploads: a PRM800K file is large but finite; anything bigger is refused before it is read.
 IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(1024**3)))
+# Processes that grade final answers during an import (LaTeX parsing is pure Python).
+IMPORT_GRADING_PROCESSES = int(
+    os.environ.get("IMPORT_GRADING_PROCESSES") or len(os.sched_getaffinity(0))
+)
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(20 * 1024**2)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 

@@ -222,22 +222,25 @@ def generate(path: Path, *, solutions: int, steps_per_solution: int) -> None:
 
 
 def phase_import(path: Path) -> dict:
+    from django.conf import settings
+
     from labeling import services
 
     # Answer grading (math-verify, sympy) costs the same on any database; timing it apart
     # tells how much of the import is grading and how much is storing.
-    graded = {"seconds": 0.0, "calls": 0}
-    grade_answer = services.grade_answer
+    graded = {"seconds": 0.0, "pairs": 0}
+    grade_answers = services.grade_answers
 
-    def timed_grade_answer(answer: str, ground_truth: str) -> bool:
+    def timed_grade_answers(*, pairs, pool) -> None:
+        pairs = list(pairs)
         start = time.perf_counter()
+        graded["pairs"] += len({p for p in pairs if p not in services._verdicts})
         try:
-            return grade_answer(answer, ground_truth)
+            grade_answers(pairs=pairs, pool=pool)
         finally:
             graded["seconds"] += time.perf_counter() - start
-            graded["calls"] += 1
 
-    services.grade_answer = timed_grade_answer
+    services.grade_answers = timed_grade_answers
     baseline = current_rss_mb()
     start = time.perf_counter()
     result = services.import_prm800k(path=path, name=path.name)
@@ -247,7 +250,8 @@ def phase_import(path: Path) -> dict:
         "lines": result.lines,
         "ratings": result.details["ratings"],
         "grading_seconds": graded["seconds"],
-        "distinct_graded": grade_answer.cache_info().misses,
+        "distinct_graded": graded["pairs"],
+        "grading_processes": settings.IMPORT_GRADING_PROCESSES,
         "baseline_mb": baseline,
         "peak_mb": peak_rss_mb(),
     }
@@ -365,7 +369,8 @@ def report(*, lines: int, imp: dict | None, exp: dict, dumps_s: float, check, ba
     if imp:
         print(
             f"import: {imp['grading_seconds']:.1f} s of it grading answers "
-            f"({imp['distinct_graded']:,} distinct answer/truth pairs)"
+            f"({imp['distinct_graded']:,} distinct answer/truth pairs, "
+            f"{imp['grading_processes']} grading processes)"
         )
     else:
         print("import: skipped (--reuse-db), export timed against the kept database")

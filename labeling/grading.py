@@ -6,10 +6,16 @@ intervals, tuples, solution sets). A small normaliser runs first, the way MATH g
 cannot make a right answer wrong, and so that the common integer answers skip the slow parse.
 """
 
+import logging
+import multiprocessing
 import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from fractions import Fraction
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+logger = logging.getLogger(__name__)
 
 # The answer is already the final one, so a box in it is the answer, not one candidate of many.
 _EXTRACTION = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
@@ -87,3 +93,57 @@ def is_equivalent(answer: str, ground_truth: str) -> bool:
     except Exception:  # noqa: BLE001 - a grader must answer, not crash an import
         # The normalised strings were compared above and differ, so the fallback says no.
         return False
+
+
+def grade_pair(pair: tuple[str, str]) -> bool:
+    """`is_equivalent` of one (answer, ground truth) pair, as a module-level function that a
+    process pool can call."""
+    return is_equivalent(*pair)
+
+
+class GradingPool:
+    """Grades many pairs at once on `processes` worker processes.
+
+    A LaTeX parse takes tens of milliseconds of pure Python, so a PRM800K-size import spends
+    minutes grading on one core. The workers start on first use, and only for a batch big
+    enough to pay for them (`MIN_PAIRS`). They are forked: a fork server or spawn would run
+    the importing program's main script again in every worker, which a script without a
+    `__main__` guard does not survive. A forked worker only grades; it never touches the
+    database connection it inherits. Where processes cannot be started (a daemonic process,
+    no semaphores), grading runs here instead.
+    """
+
+    MIN_PAIRS = 32
+
+    def __init__(self, *, processes: int) -> None:
+        self.processes = processes
+        self._executor: ProcessPoolExecutor | None = None
+
+    def grade(self, pairs: list[tuple[str, str]]) -> list[bool]:
+        if self.processes > 1 and len(pairs) >= self.MIN_PAIRS:
+            try:
+                return self._parallel(pairs)
+            except (BrokenProcessPool, AssertionError, OSError) as exc:
+                logger.warning("Grading in this process: worker processes failed (%s)", exc)
+                self.close()
+                self.processes = 1
+        return [grade_pair(pair) for pair in pairs]
+
+    def _parallel(self, pairs: list[tuple[str, str]]) -> list[bool]:
+        if self._executor is None:
+            context = multiprocessing.get_context("fork")
+            self._executor = ProcessPoolExecutor(self.processes, mp_context=context)
+        # Small chunks: most pairs take microseconds (integers), a few take a parse each.
+        chunk = max(1, len(pairs) // (self.processes * 8))
+        return list(self._executor.map(grade_pair, pairs, chunksize=chunk))
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(cancel_futures=True)
+            self._executor = None
+
+    def __enter__(self) -> "GradingPool":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -39,12 +39,27 @@ RATINGS = (-1, 0, 1)
 ANSWER_MARKER = "# Answer"
 
 
+_PLAIN = (str, int, bool, type(None))
+
+
 class InvalidRecord(ValueError):
     """A record that does not follow the PRM800K schema; the message says what is wrong."""
 
 
 def _same(a: Any, b: Any) -> bool:
     # Compare as JSON text: Python's == says 1 == 1.0 == True, which would lose a type.
+    # The shortcuts skip that encoding for the common cases: the modelled value is the
+    # original object, a list of the original objects, or an equal str/int/bool/None of the
+    # same type (floats excepted: -0.0 == 0.0 but they are different JSON).
+    if a is b or (type(a) is type(b) and type(a) in _PLAIN and a == b):
+        return True
+    if (
+        type(a) is list
+        and type(b) is list
+        and len(a) == len(b)
+        and all(x is y for x, y in zip(a, b, strict=True))
+    ):
+        return True
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 

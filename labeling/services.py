@@ -5,7 +5,6 @@ Every import is all-or-nothing: it runs in one transaction, and the first bad li
 Files are read line by line and written in batches, so memory does not grow with file size.
 """
 
-import functools
 import json
 import sys
 from collections.abc import Iterable, Iterator
@@ -15,6 +14,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import IntegrityError, connection, transaction
@@ -24,7 +24,7 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from labeling import prm800k, quality
-from labeling.grading import is_equivalent
+from labeling.grading import GradingPool, grade_pair
 from labeling.models import (
     Generation,
     Labeler,
@@ -106,10 +106,35 @@ def _fail(name: str, number: int, message: str) -> ImportFailed:
 # Grading
 
 
-@functools.lru_cache(maxsize=65536)
+# Verdicts by (answer, ground truth): a pool repeats the same few final answers per problem
+# many times over. Emptied when full rather than evicted one by one; it only saves work.
+_verdicts: dict[tuple[str, str], bool] = {}
+VERDICTS_MAX = 65536
+
+
 def grade_answer(answer: str, ground_truth: str) -> bool:
-    # Cached: a pool repeats the same few final answers per problem many times over.
-    return bool(answer.strip()) and is_equivalent(answer, ground_truth)
+    pair = (answer, ground_truth)
+    verdict = _verdicts.get(pair)
+    if verdict is None:
+        grade_answers(pairs=[pair], pool=None)
+        verdict = _verdicts[pair]
+    return verdict
+
+
+def grade_answers(*, pairs: Iterable[tuple[str, str]], pool: GradingPool | None) -> None:
+    """Grade the pairs not graded yet (on `pool`'s processes when given), so that
+    `grade_answer` then finds them."""
+    pending = list(dict.fromkeys(p for p in pairs if p not in _verdicts))
+    if not pending:
+        return
+    verdicts = pool.grade(pending) if pool else [grade_pair(p) for p in pending]
+    if len(_verdicts) + len(pending) > VERDICTS_MAX:
+        _verdicts.clear()
+    _verdicts.update(zip(pending, verdicts, strict=True))
+
+
+def grading_pool() -> GradingPool:
+    return GradingPool(processes=settings.IMPORT_GRADING_PROCESSES)
 
 
 def regrade_solutions(*, problem_ids: list[int] | None = None) -> int:
@@ -300,7 +325,7 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
     """
     name = name or str(path)
     result = ImportResult()
-    with transaction.atomic():
+    with transaction.atomic(), grading_pool() as pool:
         for batch in _batched(read_jsonl(path=path, name=name), BATCH_SIZE):
             parsed = []
             for number, obj in batch:
@@ -344,13 +369,16 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
                         steps=steps,
                         answer=answer,
                         content_hash=digest,
-                        is_correct=grade_answer(answer, problem.answer),
                         source=source,
                         source_score=float(score) if score is not None else None,
                         meta=meta,
                         alternatives=alts,
                     ),
                 )
+            pairs = [(s.answer, s.problem.answer) for s in candidates.values()]
+            grade_answers(pairs=pairs, pool=pool)
+            for solution in candidates.values():
+                solution.is_correct = grade_answer(solution.answer, solution.problem.answer)
             existing = {
                 (problem_id, digest): (pk, alts)
                 for pk, problem_id, digest, alts in Solution.objects.filter(
@@ -417,6 +445,7 @@ def _resolve_solutions(
     records: list[prm800k.ParsedRecord],
     problems: dict[str, Problem],
     generations: dict[int, Generation],
+    pool: GradingPool,
 ) -> dict[tuple[int, str], Solution]:
     keyed: dict[tuple[int, str], prm800k.ParsedRecord] = {}
     alternatives: dict[tuple[int, str], dict[str, list[str]]] = {}
@@ -432,6 +461,14 @@ def _resolve_solutions(
         )
     }
     missing = []
+    grade_answers(
+        pairs=[
+            (r.answer, problems[text_digest(r.problem)].answer)
+            for key, r in keyed.items()
+            if key not in found
+        ],
+        pool=pool,
+    )
     for key, r in keyed.items():
         if key in found:
             continue
@@ -484,7 +521,7 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
     name = name or str(path)
     result = ImportResult(details={"sessions": 0, "ratings": 0})
     imported_at = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(), grading_pool() as pool:
         for batch in _batched(read_jsonl(path=path, name=name), BATCH_SIZE):
             records = []
             for number, obj in batch:
@@ -493,18 +530,22 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
                 except prm800k.InvalidRecord as exc:
                     raise _fail(name, number, str(exc)) from None
             result.lines += len(records)
-            _store_records(records, imported_at=imported_at, result=result)
+            _store_records(records, imported_at=imported_at, result=result, pool=pool)
     result.created = result.details["sessions"]
     return result
 
 
 def _store_records(
-    records: list[prm800k.ParsedRecord], *, imported_at: datetime, result: ImportResult
+    records: list[prm800k.ParsedRecord],
+    *,
+    imported_at: datetime,
+    result: ImportResult,
+    pool: GradingPool,
 ) -> None:
     labelers = _labelers_by_uuid({r.labeler for r in records})
     generations = _resolve_generations({r.generation for r in records if r.generation is not None})
     problems = _resolve_problems(records)
-    solutions = _resolve_solutions(records, problems, generations)
+    solutions = _resolve_solutions(records, problems, generations, pool)
 
     sessions = []
     for r in records:

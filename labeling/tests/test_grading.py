@@ -1,10 +1,11 @@
 """Answer grading against MATH-style ground truths (plain pytest, no database)."""
 
+import multiprocessing
 import threading
 
 import pytest
 
-from labeling.grading import is_equivalent
+from labeling.grading import GradingPool, is_equivalent
 
 CASES = [
     # (answer, ground truth, equivalent?)
@@ -122,3 +123,32 @@ def test_grading_works_outside_the_main_thread():
 def test_garbage_is_not_equivalent_and_does_not_raise(garbage):
     assert is_equivalent(garbage, "5") is False
     assert is_equivalent("5", garbage) is False
+
+
+def _graded_in_a_daemon(pairs, queue) -> None:
+    pool = GradingPool(processes=2)
+    queue.put((pool.grade(pairs), pool.processes))
+
+
+class TestGradingPool:
+    # Enough pairs for the pool to start its worker processes (MIN_PAIRS).
+    PAIRS = [(answer, truth) for answer, truth, _ in CASES] * 2
+    EXPECTED = [expected for *_, expected in CASES] * 2
+
+    def test_worker_processes_give_the_same_verdicts(self):
+        assert len(self.PAIRS) >= GradingPool.MIN_PAIRS
+        with GradingPool(processes=2) as pool:
+            assert pool.grade(self.PAIRS) == self.EXPECTED
+            assert pool.processes == 2  # it did not fall back to grading in this process
+
+    def test_grades_in_its_own_process_where_children_are_not_allowed(self):
+        # A daemonic process (a Celery prefork child, say) may not start processes; the
+        # import must still grade every answer.
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        daemon = context.Process(target=_graded_in_a_daemon, args=(self.PAIRS, queue), daemon=True)
+        daemon.start()
+        verdicts, processes = queue.get(timeout=120)
+        daemon.join(timeout=30)
+        assert verdicts == self.EXPECTED
+        assert processes == 1  # it fell back to grading in the daemon itself

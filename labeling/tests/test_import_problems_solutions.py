@@ -121,6 +121,25 @@ def test_import_solutions_grades_on_the_way_in_and_is_idempotent(tmp_path):
     assert by_text.problem.unique_id == "test/number_theory/2.json" and by_text.is_correct
 
 
+def test_a_large_import_grades_on_worker_processes_with_the_same_verdicts(tmp_path, settings):
+    settings.IMPORT_GRADING_PROCESSES = 2
+    run("import_problems", write_jsonl(tmp_path / "p.jsonl", PROBLEMS))
+    # More distinct answers than GradingPool.MIN_PAIRS, written the ways models write them.
+    answers = [f"{form.format(k)}" for k in range(12) for form in ("\\frac{{{}}}{{4}}", "{}/4")]
+    answers += [f"{k / 4}" for k in range(12)]
+    lines = [
+        {"unique_id": "test/prealgebra/1.json", "steps": [f"# Answer\n\n{a}"], "answer": a}
+        for a in answers
+    ]
+    assert f"{len(lines)} created" in run(
+        "import_solutions", write_jsonl(tmp_path / "s.jsonl", lines)
+    )
+
+    correct = set(Solution.objects.filter(is_correct=True).values_list("answer", flat=True))
+    assert correct == {"\\frac{3}{4}", "3/4", "0.75"}
+    assert Solution.objects.count() == 36
+
+
 @pytest.mark.parametrize(
     "line,message",
     [
