@@ -108,7 +108,9 @@ def train_prm(
         ),
         seed=params.seed,
     )
-    encoded = [prm.encode(e.problem, e.steps, e.labels) for e in train]
+    encoded = prm.encode_many(
+        [e.problem for e in train], [e.steps for e in train], [e.labels for e in train]
+    )
     batch_size = max(1, params.batch_size)
     grad_accum = max(1, params.grad_accum)
     updates_per_epoch = math.ceil(math.ceil(len(encoded) / batch_size) / grad_accum)

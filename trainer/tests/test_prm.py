@@ -46,6 +46,24 @@ def test_labels_are_set_only_at_step_tags(prm):
     assert encoded.input_ids[-1] == prm.step_tag_id
 
 
+def test_encoding_many_solutions_at_once_gives_each_its_own_encoding(prm):
+    # Scoring and training tokenize a whole chunk in one call; a text must not leak into
+    # its neighbour, and a step without text still gets its tag.
+    steps = [*STEPS, ["", "x < step> y"]]
+    problems = [*PROBLEMS, "Empty first step."]
+
+    def ids(text: str) -> list[int]:
+        return prm.tokenizer.encode(text, add_special_tokens=False)
+
+    expected = []
+    for problem, solution_steps in zip(problems, steps, strict=True):
+        input_ids = list(prm.prefix) + ids(f"{problem}\n\n")
+        for step in solution_steps:
+            input_ids += ids(step) + [prm.step_tag_id]
+        expected.append(input_ids)
+    assert [e.input_ids for e in prm.encode_many(problems, steps)] == expected
+
+
 def test_loss_is_cross_entropy_at_tags_only(prm):
     encoded = prm.encode(PROBLEMS[0], STEPS[0], [1, -1])
     input_ids = torch.tensor([encoded.input_ids])
