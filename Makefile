@@ -44,7 +44,7 @@ bench: setup
 	echo "== all benchmarks: $$(( ($$(date +%s) - started) / 60 )) min"; \
 	if [ -n "$$failed" ]; then echo "== failed or missed a target:$$failed"; exit 1; fi
 
-bench-export: migrate
+bench-export: setup
 	$(BIN)/python bench/export.py
 
 # Needs DATABASE_URL=postgres://…: it creates and drops its own database on that server.
