@@ -129,6 +129,7 @@ def _insert_rows(model: type[Model], columns: list[str], rows: list[tuple]) -> l
                 head + "VALUES " + ", ".join([placeholder] * len(batch)) + tail,
                 params,
             )
+            # PostgreSQL returns the rows in VALUES order; Django's bulk_create relies on it too.
             ids += [pk for (pk,) in cursor.fetchall()]
     return ids
 
