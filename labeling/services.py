@@ -496,19 +496,10 @@ def _resolve_solutions(
             problem_id__in={k[0] for k in keyed}, content_hash__in={k[1] for k in keyed}
         )
     }
+    new = [(k, r, problems[text_digest(r.problem)]) for k, r in keyed.items() if k not in found]
+    grade_answers(pairs=[(r.answer, problem.answer) for _, r, problem in new], pool=pool)
     missing = []
-    grade_answers(
-        pairs=[
-            (r.answer, problems[text_digest(r.problem)].answer)
-            for key, r in keyed.items()
-            if key not in found
-        ],
-        pool=pool,
-    )
-    for key, r in keyed.items():
-        if key in found:
-            continue
-        problem = problems[text_digest(r.problem)]
+    for key, r, problem in new:
         solution = Solution(
             problem=problem,
             steps=r.steps,
