@@ -6,6 +6,7 @@ intervals, tuples, solution sets). A small normaliser runs first, the way MATH g
 cannot make a right answer wrong, and so that the common integer answers skip the slow parse.
 """
 
+import functools
 import logging
 import multiprocessing
 import re
@@ -87,12 +88,18 @@ def is_equivalent(answer: str, ground_truth: str) -> bool:
     if exact_left is not None and exact_right is not None:
         return exact_left == exact_right
     try:
-        gold = parse(f"${right}$", extraction_config=_EXTRACTION, parsing_timeout=None)
-        target = parse(f"${left}$", extraction_config=_EXTRACTION, parsing_timeout=None)
+        gold, target = _parse(right), _parse(left)
         return bool(gold and target and verify(gold, target, timeout_seconds=None))
     except Exception:  # noqa: BLE001 - a grader must answer, not crash an import
         # The normalised strings were compared above and differ, so the fallback says no.
         return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> list:
+    # A ground truth is graded against every wrong answer of its problem, and answers recur
+    # across problems; the parse is most of a grade, and sympy expressions are immutable.
+    return parse(f"${text}$", extraction_config=_EXTRACTION, parsing_timeout=None)
 
 
 def grade_pair(pair: tuple[str, str]) -> bool:
