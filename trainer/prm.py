@@ -122,6 +122,72 @@ class PRMModule(nn.Module):
         loss = F.cross_entropy(logits, labels[positions]) if labels is not None else None
         return loss, logits
 
+    def read_out(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Inference: the head's logits at `positions` (a boolean mask), row-major, for
+        right-padded rows without an attention mask (causal attention keeps pads unseen).
+
+        Only the tags are read, so a Llama backbone's last layer runs everywhere only as far
+        as the other positions need it: keys and values. Its queries, attention rows,
+        output projection and MLP run at the tags alone, a few per solution against
+        hundreds of tokens. On the tiny two-layer backbone that is close to half the work.
+        Other backbones run whole.
+        """
+        backbone = self.backbone
+        if self.training or not positions.any() or not _llama_with_sdpa(backbone):
+            return self(input_ids, positions=positions)[1]
+        from transformers.models.llama.modeling_llama import repeat_kv, rotate_half
+
+        rows, width = input_ids.shape
+        hidden = backbone.embed_tokens(input_ids)
+        position_ids = torch.arange(width, device=input_ids.device).unsqueeze(0)
+        cos, sin = backbone.rotary_emb(hidden, position_ids=position_ids)
+        *early, last = backbone.layers[: backbone.config.num_hidden_layers]
+        for layer in early:
+            hidden = layer(hidden, position_embeddings=(cos, sin), position_ids=position_ids)
+
+        attention = last.self_attn
+        normed = last.input_layernorm(hidden)
+
+        def heads(states: torch.Tensor) -> torch.Tensor:  # (rows, n, dim) -> (rows, heads, n, d)
+            return states.view(rows, states.shape[1], -1, attention.head_dim).transpose(1, 2)
+
+        def rope(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+            return states * cos + rotate_half(states) * sin
+
+        keys = rope(heads(attention.k_proj(normed)), cos, sin)
+        values = heads(attention.v_proj(normed))
+        keys = repeat_kv(keys, attention.num_key_value_groups)
+        values = repeat_kv(values, attention.num_key_value_groups)
+        # Each row's tags as query slots, padded to the row with the most tags.
+        counts = positions.sum(1)
+        slots = torch.arange(int(counts.max()), device=input_ids.device)
+        used = slots[None, :] < counts[:, None]
+        at = torch.zeros(used.shape, dtype=torch.long, device=input_ids.device)
+        at[used] = positions.nonzero(as_tuple=True)[1]
+        row_index = torch.arange(rows, device=input_ids.device)[:, None]
+        queries = rope(heads(attention.q_proj(normed[row_index, at])), cos[0][at], sin[0][at])
+        visible = position_ids[0][None, None, :] <= at[:, :, None]  # causal, per query slot
+        attended = F.scaled_dot_product_attention(
+            queries, keys, values, attn_mask=visible[:, None], scale=attention.scaling
+        )
+        tagged = hidden[row_index, at] + attention.o_proj(
+            attended.transpose(1, 2).reshape(rows, at.shape[1], -1)
+        )
+        tagged = tagged + last.mlp(last.post_attention_layernorm(tagged))
+        return self.head(backbone.norm(tagged)[used]).float()
+
+
+def _llama_with_sdpa(backbone: nn.Module) -> bool:
+    from transformers import LlamaModel
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    return (
+        isinstance(backbone, LlamaModel)
+        and backbone.config._attn_implementation == "sdpa"
+        and all(type(layer) is LlamaDecoderLayer for layer in backbone.layers)
+    )
+
 
 @dataclass
 class Encoded:
@@ -335,7 +401,7 @@ class PRM:
                 # No attention mask: padding is on the right and attention is causal, so no
                 # real token can see a pad, and pads are never read. Without a mask, sdpa
                 # takes its fused causal kernel instead of materialising a padded mask.
-                _, logits = self.module(input_ids, positions=input_ids == self.step_tag_id)
+                logits = self.module.read_out(input_ids, input_ids == self.step_tag_id)
                 probs = logits.softmax(-1).cpu()
                 # Positions come out row-major: each row's tags, in step order.
                 offset = 0

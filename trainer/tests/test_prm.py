@@ -1,12 +1,13 @@
 """The PRM module: step tags, where the loss is read, packing, scoring, save and load."""
 
+import copy
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer.prm import IGNORE, PRM, STEP_TAG, PRMSettings, pack, solution_score
+from trainer.prm import IGNORE, PRM, STEP_TAG, PRMSettings, pack, pad, solution_score
 
 CORPUS = [
     "What is $2 + 3$?",
@@ -92,6 +93,34 @@ def test_one_forward_pass_scores_every_step_the_same_batched_or_alone(prm):
         alone = prm.score(problems=[problem], steps=[steps], batch_size=1)[0]
         assert alone == pytest.approx(scores, abs=1e-5)
         assert all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_reading_out_only_at_tags_gives_the_full_forward_pass_logits(prm):
+    # Weights far from their near-zero init, so that any position mixed up shows.
+    module = copy.deepcopy(prm.module)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.normal_(std=0.3)
+    module.eval()
+    encoded = [e.input_ids for e in prm.encode_many(PROBLEMS * 2, [s[::-1] for s in STEPS] + STEPS)]
+    input_ids, _ = pad(encoded, prm.pad_id)  # rows of different lengths: right padding
+    tags = input_ids == prm.step_tag_id
+    last_mlp_rows = []
+    module.backbone.layers[-1].mlp.register_forward_hook(
+        lambda mlp, args, out: last_mlp_rows.append(args[0].shape[:-1].numel())
+    )
+
+    with torch.inference_mode():
+        read = module.read_out(input_ids, tags)
+        _, full = module(input_ids, positions=tags)
+
+    assert read.shape == full.shape == (int(tags.sum()), 3)
+    assert torch.allclose(read, full, atol=1e-5)
+    assert full.std() > 0.1  # the logits differ enough between tags for the check to bite
+    # The read-out ran the last layer's MLP at the query slots only (rows x most tags),
+    # the full pass at every position.
+    assert last_mlp_rows == [len(encoded) * int(tags.sum(1).max()), input_ids.numel()]
 
 
 def test_neutral_counts_as_positive_only_when_set(prm):
