@@ -822,7 +822,7 @@ def _assign_from_queues(*, labeler: Labeler, now: datetime) -> Assignment | None
         session = LabelingSession.objects.create(
             labeler=labeler,
             solution=solution,
-            generation=solution.generation,
+            generation_id=solution.generation_id,
             is_quality_control=solution.is_quality_control,
             is_screening=solution.is_screening,
             queue=name,
@@ -836,8 +836,10 @@ def _assign_from_queues(*, labeler: Labeler, now: datetime) -> Assignment | None
 
 
 def _locked_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
+    # The session's row alone: its solution (a QC one is served to every labeler) and that
+    # solution's problem are shared, and locking them would queue other labelers' ratings.
     session = (
-        LabelingSession.objects.select_for_update()
+        LabelingSession.objects.select_for_update(of=("self",))
         .select_related("solution__problem")
         .filter(pk=session_id)
         .first()
