@@ -48,13 +48,13 @@ bench-export: setup
 	$(BIN)/python bench/export.py
 
 # Needs DATABASE_URL=postgres://…: it creates and drops its own database on that server.
-BENCH_SERVE_ARGS ?= --labelers 32 --seconds 30 --think-ms 1000
+BENCH_SERVE_ARGS ?= --labelers 32 --seconds 30 --floor-seconds 10 --think-ms 1000
 bench-serve: setup
 	$(BIN)/python bench/serve.py $(BENCH_SERVE_ARGS)
 
 # Reliability under load: 100 labelers at once, the same mixed workload and checks.
 bench-serve-load: setup
-	$(BIN)/python bench/serve.py --labelers 100 --seconds 30 --think-ms 1000
+	$(BIN)/python bench/serve.py --labelers 100 --seconds 30 --floor-seconds 10 --think-ms 1000
 
 # The scale figure: a 100,000-solution pool (BENCH_SCORE_ARGS=--solutions 2000 for a quick look).
 BENCH_SCORE_ARGS ?= --solutions 100000 --per-call 500
@@ -63,7 +63,7 @@ bench-score: setup
 
 # The suite's size (about 7 minutes); `python bench/active_learning.py` alone runs the full
 # comparison of 4 generations of 500 labels from a pool of 8,000 (about 17 minutes).
-BENCH_ACTIVE_LEARNING_ARGS ?= --labels-per-generation 300 --pool-size 6000 --test-problems 60
+BENCH_ACTIVE_LEARNING_ARGS ?= --labels-per-generation 300 --pool-size 6000 --test-problems 60 --orm-final-only
 bench-active-learning: setup
 	$(BIN)/python bench/active_learning.py $(BENCH_ACTIVE_LEARNING_ARGS)
 

@@ -73,6 +73,11 @@ def main() -> int:
     parser.add_argument("--best-of", default="1,4,16,64", help="comma-separated N")
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--max-minutes", type=float, default=5.0, help="per training run")
+    parser.add_argument(
+        "--orm-final-only",
+        action="store_true",
+        help="train the ORM baseline at the final label count only, not at every generation",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "var" / "bench" / "active_learning.json")
     parser.add_argument(
@@ -105,6 +110,7 @@ def main() -> int:
             trials=args.trials,
             max_minutes=args.max_minutes,
             seed=args.seed,
+            orm_every_generation=not args.orm_final_only,
         )
         results = loop.compare(
             config, strategies=strategies, emit=lambda line: print(line, file=sys.stderr)

@@ -90,6 +90,7 @@ class SimulationConfig:
     max_minutes: float = 5.0
     eval_fraction: float = 0.05  # the training run's own held-out share of labeled problems
     orm: bool = True
+    orm_every_generation: bool = True  # False: the ORM baseline at the final label count only
 
     def check(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -490,7 +491,7 @@ def run_simulation(
             prm = PRM.load(version.checkpoint_path)
             step_scores, prm_scores = score_test_set(prm, test.samples)
             scores = {"prm": prm_scores}
-            if config.orm:
+            if config.orm and (config.orm_every_generation or round_ == config.generations):
                 if labels not in orm_cache:
                     orm = train_orm(samples=orm_order[:labels], config=config)
                     orm_cache[labels] = orm_scores(orm, test.samples)
@@ -591,7 +592,8 @@ def table(results: dict[str, SimulationResult]) -> str:
     """A plain-text table: one line per strategy and generation."""
     first = next(iter(results.values()))
     sizes = [str(n) for n in first.config["best_of"]]
-    methods = list(first.generations[0]["best_of_n"]) if first.generations else []
+    # The ORM may be evaluated at the final generation only: its cells are "-" before.
+    methods = list(dict.fromkeys(m for row in first.generations for m in row["best_of_n"]))
     header = ["strategy", "gen", "labels", "wrong%", "AUROC", "FE-F1"] + [
         f"{method}@{n}" for method in methods for n in sizes
     ]
@@ -606,7 +608,11 @@ def table(results: dict[str, SimulationResult]) -> str:
                 _fmt(row.get("step_auroc")),
                 _fmt(row.get("first_error_f1")),
             ]
-            line += [_fmt(row["best_of_n"][m][n]["mean"]) for m in methods for n in sizes]
+            line += [
+                _fmt(row["best_of_n"][m][n]["mean"] if m in row["best_of_n"] else None)
+                for m in methods
+                for n in sizes
+            ]
             lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join(
@@ -677,10 +683,15 @@ def plot(results: dict[str, SimulationResult], path: Path) -> Path | None:
             label=f"PRM, {strategy}",
         )
     rows = first.generations
-    labels = [row["labels"] for row in rows]
-    if rows and "orm" in rows[0]["best_of_n"]:
-        orm = [row["best_of_n"]["orm"][largest]["mean"] for row in rows]
-        right.plot(labels, orm, "s--", color="grey", label="ORM (uniform samples)")
+    with_orm = [row for row in rows if "orm" in row["best_of_n"]]
+    if with_orm:
+        right.plot(
+            [row["labels"] for row in with_orm],
+            [row["best_of_n"]["orm"][largest]["mean"] for row in with_orm],
+            "s--",
+            color="grey",
+            label="ORM (uniform samples)",
+        )
     if rows:
         majority = rows[0]["best_of_n"]["majority"][largest]["mean"]
         right.axhline(majority, linestyle=":", color="black", label="majority voting")

@@ -263,3 +263,25 @@ def test_compare_reports_labels_needed_to_reach_the_baselines_auroc():
     assert efficiency["efficiency_vs_uniform"]["convincing_wrong_answer"] == 1.5
     text = loop.table(results)
     assert "prm@4" in text and len(text.splitlines()) == 7
+
+
+def test_the_table_shows_an_orm_trained_at_the_final_label_count_only():
+    def row(generation: int, labels: int, verifiers: dict) -> dict:
+        return {
+            "generation": generation,
+            "labels": labels,
+            "wrong_answer_share": 0.5,
+            "step_auroc": 0.8,
+            "first_error_f1": 0.5,
+            "best_of_n": {
+                name: {"4": {"mean": mean, "std": 0.0}} for name, mean in verifiers.items()
+            },
+        }
+
+    rows = [row(1, 500, {"prm": 0.7}), row(2, 1000, {"prm": 0.8, "orm": 0.75})]
+    results = {"uniform": loop.SimulationResult(config={"best_of": [4]}, pool={}, generations=rows)}
+
+    header, first, last = (line.split() for line in loop.table(results).splitlines())
+    assert header[-2:] == ["prm@4", "orm@4"]
+    assert first[-2:] == ["0.700", "-"]
+    assert last[-2:] == ["0.800", "0.750"]
