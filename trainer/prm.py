@@ -108,33 +108,45 @@ class PRMModule(nn.Module):
         `labels` has the shape of `input_ids`, IGNORE everywhere but at step tags; when given,
         the positions are where labels are set and the loss is their mean cross-entropy.
         Without labels, `positions` (a boolean mask) says where to read the head.
+
+        Right-padded rows without a mask or position ids (causal attention keeps pads
+        unseen) go through `_read_out`; packed rows through the whole backbone.
         """
-        hidden = self.backbone(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            use_cache=False,
-        ).last_hidden_state
         if labels is not None:
             positions = labels != IGNORE
-        # Only the tag positions go through the head: the rest of the sequence is context.
-        logits = self.head(hidden[positions]).float()
+        if attention_mask is None and position_ids is None and self._can_read_out(positions):
+            logits = self._read_out(input_ids, positions)
+        else:
+            hidden = self.backbone(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                use_cache=False,
+            ).last_hidden_state
+            # Only the tag positions go through the head: the rest of the sequence is context.
+            logits = self.head(hidden[positions]).float()
         loss = F.cross_entropy(logits, labels[positions]) if labels is not None else None
         return loss, logits
 
-    def read_out(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Inference: the head's logits at `positions` (a boolean mask), row-major, for
-        right-padded rows without an attention mask (causal attention keeps pads unseen).
+    def _can_read_out(self, positions: torch.Tensor) -> bool:
+        backbone = self.backbone
+        return (
+            bool(positions.any())
+            and _llama_with_sdpa(backbone)
+            # Its attention below has no dropout.
+            and not (self.training and backbone.config.attention_dropout)
+        )
+
+    def _read_out(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The head's logits at `positions` (a boolean mask), row-major.
 
         Only the tags are read, so a Llama backbone's last layer runs everywhere only as far
         as the other positions need it: keys and values. Its queries, attention rows,
         output projection and MLP run at the tags alone, a few per solution against
-        hundreds of tokens. On the tiny two-layer backbone that is close to half the work.
-        Other backbones run whole.
+        hundreds of tokens. On the tiny two-layer backbone that is close to half the work,
+        in scoring and in training alike.
         """
         backbone = self.backbone
-        if self.training or not positions.any() or not _llama_with_sdpa(backbone):
-            return self(input_ids, positions=positions)[1]
         from transformers.models.llama.modeling_llama import repeat_kv, rotate_half
 
         rows, width = input_ids.shape
@@ -401,7 +413,7 @@ class PRM:
                 # No attention mask: padding is on the right and attention is causal, so no
                 # real token can see a pad, and pads are never read. Without a mask, sdpa
                 # takes its fused causal kernel instead of materialising a padded mask.
-                logits = self.module.read_out(input_ids, input_ids == self.step_tag_id)
+                _, logits = self.module(input_ids, positions=input_ids == self.step_tag_id)
                 probs = logits.softmax(-1).cpu()
                 # Positions come out row-major: each row's tags, in step order.
                 offset = 0

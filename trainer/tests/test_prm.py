@@ -95,32 +95,47 @@ def test_one_forward_pass_scores_every_step_the_same_batched_or_alone(prm):
         assert all(0.0 <= s <= 1.0 for s in scores)
 
 
-def test_reading_out_only_at_tags_gives_the_full_forward_pass_logits(prm):
+def _full_pass(module, input_ids, tags):
+    # The whole backbone at every position, then the head at the tags.
+    hidden = module.backbone(input_ids=input_ids, use_cache=False).last_hidden_state
+    return module.head(hidden[tags]).float()
+
+
+def test_reading_out_only_at_tags_gives_the_full_passes_logits_and_gradients(prm):
     # Weights far from their near-zero init, so that any position mixed up shows.
     module = copy.deepcopy(prm.module)
     torch.manual_seed(3)
     with torch.no_grad():
         for parameter in module.parameters():
             parameter.normal_(std=0.3)
-    module.eval()
-    encoded = [e.input_ids for e in prm.encode_many(PROBLEMS * 2, [s[::-1] for s in STEPS] + STEPS)]
-    input_ids, _ = pad(encoded, prm.pad_id)  # rows of different lengths: right padding
+    encoded = prm.encode_many(PROBLEMS * 2, [s[::-1] for s in STEPS] + STEPS, [[1, 0, -1, 1]] * 6)
+    input_ids, _ = pad([e.input_ids for e in encoded], prm.pad_id)  # rows of different lengths
+    labels, _ = pad([e.labels for e in encoded], prm.pad_id, fill=IGNORE)
     tags = input_ids == prm.step_tag_id
     last_mlp_rows = []
     module.backbone.layers[-1].mlp.register_forward_hook(
         lambda mlp, args, out: last_mlp_rows.append(args[0].shape[:-1].numel())
     )
 
+    module.eval()
     with torch.inference_mode():
-        read = module.read_out(input_ids, tags)
-        _, full = module(input_ids, positions=tags)
-
+        _, read = module(input_ids, positions=tags)
+        full = _full_pass(module, input_ids, tags)
     assert read.shape == full.shape == (int(tags.sum()), 3)
     assert torch.allclose(read, full, atol=1e-5)
     assert full.std() > 0.1  # the logits differ enough between tags for the check to bite
     # The read-out ran the last layer's MLP at the query slots only (rows x most tags),
     # the full pass at every position.
     assert last_mlp_rows == [len(encoded) * int(tags.sum(1).max()), input_ids.numel()]
+
+    module.train()
+    loss, _ = module(input_ids, labels=labels)
+    read_grads = torch.autograd.grad(loss, list(module.parameters()))
+    full_loss = F.cross_entropy(_full_pass(module, input_ids, tags), labels[tags])
+    full_grads = torch.autograd.grad(full_loss, list(module.parameters()))
+    assert loss.item() == pytest.approx(full_loss.item(), abs=1e-5)
+    for read_grad, full_grad in zip(read_grads, full_grads, strict=True):
+        assert torch.allclose(read_grad, full_grad, atol=1e-5)
 
 
 def test_neutral_counts_as_positive_only_when_set(prm):
