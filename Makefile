@@ -61,8 +61,9 @@ BENCH_SCORE_ARGS ?= --solutions 100000 --per-call 500
 bench-score: setup
 	$(BIN)/python bench/score.py $(BENCH_SCORE_ARGS)
 
-# The suite's size (about 7 minutes); `python bench/active_learning.py` alone runs the full
-# comparison of 4 generations of 500 labels from a pool of 8,000 (about 17 minutes).
+# The suite's size (about 7 minutes; the ORM baseline at the final label count only);
+# `python bench/active_learning.py` alone runs the full comparison of 4 generations of 500
+# labels from a pool of 8,000 (about 17 minutes).
 BENCH_ACTIVE_LEARNING_ARGS ?= --labels-per-generation 300 --pool-size 6000 --test-problems 60 --orm-final-only
 bench-active-learning: setup
 	$(BIN)/python bench/active_learning.py $(BENCH_ACTIVE_LEARNING_ARGS)
