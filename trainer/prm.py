@@ -146,9 +146,9 @@ class PRMModule(nn.Module):
         hundreds of tokens. On the tiny two-layer backbone that is close to half the work,
         in scoring and in training alike.
         """
-        backbone = self.backbone
         from transformers.models.llama.modeling_llama import repeat_kv, rotate_half
 
+        backbone = self.backbone
         rows, width = input_ids.shape
         hidden = backbone.embed_tokens(input_ids)
         position_ids = torch.arange(width, device=input_ids.device).unsqueeze(0)
@@ -163,9 +163,9 @@ class PRMModule(nn.Module):
         def heads(states: torch.Tensor) -> torch.Tensor:  # (rows, n, dim) -> (rows, heads, n, d)
             return states.view(rows, states.shape[1], -1, attention.head_dim).transpose(1, 2)
 
-        def rope(states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-            cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-            return states * cos + rotate_half(states) * sin
+        def rope(states: torch.Tensor, at_cos: torch.Tensor, at_sin: torch.Tensor) -> torch.Tensor:
+            at_cos, at_sin = at_cos.unsqueeze(1), at_sin.unsqueeze(1)  # broadcast over heads
+            return states * at_cos + rotate_half(states) * at_sin
 
         keys = rope(heads(attention.k_proj(normed)), cos, sin)
         values = heads(attention.v_proj(normed))
