@@ -1,15 +1,21 @@
-"""Suite-wide fixtures.
+"""Suite-wide fixtures: real services, a real browser, real Celery workers, and factories.
 
-Tests that need a real external part (Redis, Chromium) skip with a visible reason on a bare
-laptop, but under CI=true a missing part fails the run instead of skipping.
+Tests that need a real external part (Redis, Chromium, Playwright) skip with a visible reason
+on a bare laptop, but under CI=true a missing part fails the run instead of skipping.
 """
 
 import os
 import shutil
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -67,7 +73,11 @@ def pytest_sessionstart(session):
 @pytest.fixture
 def browser(chromium_path):
     """Headless Debian Chromium driven by Playwright (which cannot download its own here)."""
-    sync_api = pytest.importorskip("playwright.sync_api")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        sync_api = None
+    require(sync_api is not None, "Playwright is not installed (pip install playwright)")
     # Playwright's sync API keeps an event loop on this thread; the ORM calls the tests make
     # are still plain synchronous ones.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
@@ -87,3 +97,142 @@ def _fresh_cache():
 
     cache.clear()
     yield
+
+
+# --- factories ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    """`make_user(name, role="annotator", **fields)`: a user with a password and one role."""
+    from django.contrib.auth.models import Group
+
+    def make(name: str, role: str | None = "annotator", **fields):
+        user = django_user_model.objects.create_user(name, password=f"{name}-pass-123", **fields)
+        if role:
+            user.groups.add(Group.objects.get_or_create(name=role)[0])
+        return user
+
+    return make
+
+
+@pytest.fixture
+def make_labeler(make_user):
+    """`make_labeler(name="labeler", role="annotator")`: a labeler and its user."""
+    from labeling.models import Labeler
+
+    def make(name: str = "labeler", role: str | None = "annotator"):
+        return Labeler.objects.get_or_create(user=make_user(name, role))[0]
+
+    return make
+
+
+@pytest.fixture
+def make_solution():
+    """`make_solution(problem, n=0, steps=None, **fields)`: a right solution of `problem`.
+
+    Without `steps`, three plain steps and a final answer of the problem's answer, made
+    distinct by `n`.
+    """
+    from labeling.models import Solution
+
+    def make(problem, n: int = 0, *, steps: list[str] | None = None, **fields):
+        if steps is None:
+            steps = [f"Step {i} of solution {n}." for i in range(3)]
+            steps.append(f"# Answer\n\n{problem.answer}")
+        fields.setdefault("answer", problem.answer)
+        fields.setdefault("is_correct", True)
+        return Solution.objects.create(problem=problem, steps=steps, **fields)
+
+    return make
+
+
+# --- real Celery workers -----------------------------------------------------------------------
+
+
+def database_url() -> str:
+    """The test database, for a worker subprocess to use the rows this test wrote."""
+    from django.db import connection
+
+    settings_dict = connection.settings_dict
+    if settings_dict["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{settings_dict['NAME']}"
+    return (
+        f"postgres://{settings_dict['USER']}@{settings_dict['HOST']}:{settings_dict['PORT']}"
+        f"/{settings_dict['NAME']}"
+    )
+
+
+@pytest.fixture
+def broker(redis_url):
+    """Publish from this process to Redis too, whatever the suite's own broker is."""
+    from kombu import Connection
+
+    from annotate.celery import app
+
+    previous = (app.conf.broker_url, app.conf.broker_transport_options)
+    app.conf.broker_url, app.conf.broker_transport_options = redis_url, {}
+    app._after_fork()  # Celery's own reset of its pooled broker connections
+    with Connection(redis_url) as conn:
+        for queue in ("gpu", "default"):
+            # Messages left by an interrupted earlier run name rows that no longer exist.
+            conn.SimpleQueue(queue).clear()
+        # So do messages a killed worker took but never acknowledged, which Redis would hand
+        # to this test's worker once their visibility timeout passed.
+        conn.default_channel.client.delete("unacked", "unacked_index")
+    yield redis_url
+    app.conf.broker_url, app.conf.broker_transport_options = previous
+    app._after_fork()
+
+
+@pytest.fixture
+def start_worker(broker, transactional_db, tmp_path):
+    """Start a worker subprocess: `start(name, queues="gpu,default", **extra_env)`.
+
+    The process returned carries `log_path`, the file its output goes to.
+    """
+    processes = []
+
+    def start(name: str, *, queues: str = "gpu,default", **extra_env: str) -> subprocess.Popen:
+        env = dict(
+            os.environ,
+            DATABASE_URL=database_url(),
+            CELERY_BROKER_URL=broker,
+            STEPWISE_VAR_DIR=str(tmp_path / "var"),
+            PRM_MODEL_DIR=str(tmp_path / "models"),
+            PRM_HEARTBEAT_SECONDS="1",
+            **extra_env,
+        )
+        log_path = tmp_path / f"worker-{len(processes)}.log"
+        log = log_path.open("w")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "annotate", "worker", "-n", name]
+            + ["--queues", queues, "--concurrency", "1", "--pool", "solo"]
+            + ["--loglevel", "INFO"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        process.log_path = log_path
+        processes.append((process, log))
+        return process
+
+    yield start
+    for process, log in processes:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=60)
+        log.close()
+    for path in sorted(tmp_path.glob("worker-*.log")):
+        print(path.name, path.read_text()[-3000:])
+
+
+def wait_for(predicate, *, timeout: float, what: str, interval: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")

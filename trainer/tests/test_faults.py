@@ -22,7 +22,7 @@ from labeling.services import LEASE
 from trainer import services
 from trainer.models import ModelVersion, TrainingRun
 from trainer.prm import PRM, PRMSettings
-from trainer.tests.conftest import wait_for
+from conftest import wait_for
 from trainer.tests.labels import label_demo_solutions, user_with_role
 
 # --- a worker killed while it scores the pool -------------------------------------------------

@@ -18,7 +18,7 @@ from annotate.celery import app
 from labeling.models import Solution
 from trainer import tasks
 from trainer.models import ModelVersion, TrainingRun
-from trainer.tests.conftest import wait_for
+from conftest import wait_for
 from trainer.tests.labels import label_demo_solutions, user_with_role
 
 
