@@ -88,6 +88,14 @@ def browser(chromium_path):
         )
         yield browser
         browser.close()
+        # While Playwright's loop runs, the ORM calls of the test get connections of their own
+        # context, which pytest-django never closes: left open, the test database cannot be
+        # dropped at the end of the run ("being accessed by other users").
+        from django.db import connections
+
+        for connection in connections.all(initialized_only=True):
+            if not connection.in_atomic_block:
+                connection.close()
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ urlpatterns = [
     # The split view serves Swagger UI's script as a file, so the CSP needs no inline script.
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("solutions/<int:pk>/role/", labeling_api.SolutionRoleView.as_view(), name="solution-role"),
-    path("labeling/next/", labeling_api.NextTaskView.as_view(), name="api-next-task"),
+    path("sessions/next/", labeling_api.NextSessionView.as_view(), name="api-next-session"),
     path("sessions/<int:pk>/rate/", labeling_api.RateView.as_view(), name="api-rate"),
     path("sessions/<int:pk>/submit/", labeling_api.SubmitView.as_view(), name="api-submit"),
     path("labels/export/", labeling_api.ExportView.as_view(), name="api-export"),

@@ -8,10 +8,11 @@ A view may still catch a refusal to show it as a message on the page it redirect
 status a refusal gets is decided here.
 """
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest, HttpResponse
+    from rest_framework.response import Response
 
 
 class DomainError(Exception):
@@ -57,7 +58,14 @@ def http_status(exc: DomainError) -> int:
     return next((status for kind, status in HTTP_STATUS if isinstance(exc, kind)), 400)
 
 
-def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+# The shells' imports stay inside them: services (and the torch side, through
+# trainer.params) import the kinds above without Django being configured.
+
+
+def api_exception_handler(exc: Exception, context: dict) -> "Response | None":
+    from rest_framework.response import Response
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     if isinstance(exc, DomainError):
         return Response({"detail": str(exc)}, status=http_status(exc))
     return drf_exception_handler(exc, context)
@@ -73,10 +81,13 @@ class DomainErrorMiddleware:
     def __init__(self, get_response) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: "HttpRequest") -> "HttpResponse":
         return self.get_response(request)
 
-    def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
+    def process_exception(self, request: "HttpRequest", exc: Exception) -> "HttpResponse | None":
+        from django.http import HttpResponse
+        from django.shortcuts import render
+
         if not isinstance(exc, DomainError):
             return None
         status = http_status(exc)

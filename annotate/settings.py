@@ -254,7 +254,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Training and scoring hold a GPU; the periodic check that decides whether to retrain does not.
 CELERY_TASK_ROUTES = {
-    "trainer.tasks.periodic_retrain": {"queue": "default"},
+    "trainer.tasks.periodic_retrain_task": {"queue": "default"},
     "trainer.tasks.*": {"queue": "gpu"},
 }
 # A worker reserves one task at a time: a second training run waits in the broker, where any
@@ -284,7 +284,8 @@ PRM_SCORE_CHUNK = int(os.environ.get("PRM_SCORE_CHUNK", "2000"))
 PRM_HEARTBEAT_SECONDS = float(os.environ.get("PRM_HEARTBEAT_SECONDS", "15"))
 PRM_RUN_STALE_SECONDS = float(os.environ.get("PRM_RUN_STALE_SECONDS", "300"))
 
-# Active learning (trainer/selection.py): how the next generation of solutions is chosen.
+# Active learning (trainer/selection.py, queued by trainer/pipeline.py): how the next
+# generation of solutions is chosen.
 # Strategy: convincing_wrong_answer (the paper's), uniform (random baseline) or uncertainty.
 SELECTION_STRATEGY = os.environ.get("SELECTION_STRATEGY", "convincing_wrong_answer")
 # Solutions each labeled once per generation, at most SELECTION_PER_PROBLEM_CAP per problem;
@@ -294,7 +295,7 @@ SELECTION_PER_PROBLEM_CAP = int(os.environ.get("SELECTION_PER_PROBLEM_CAP", "4")
 SELECTION_WRONG_SHARE = float(os.environ.get("SELECTION_WRONG_SHARE", "0.8"))
 # Quality-control solutions reserved for each generation (on top of the batch), served to
 # every labeler.
-SELECTION_QC_COUNT = int(os.environ.get("SELECTION_QC_COUNT", "10"))
+SELECTION_QUALITY_CONTROL_COUNT = int(os.environ.get("SELECTION_QUALITY_CONTROL_COUNT", "10"))
 # After a retrain whose model became active: select the next generation for "scheduled"
 # (periodic) runs only, "always" (any run), or "never".
 SELECTION_AFTER_RETRAIN = os.environ.get("SELECTION_AFTER_RETRAIN", "scheduled")

@@ -224,26 +224,27 @@ def generate(path: Path, *, solutions: int, steps_per_solution: int) -> None:
 def phase_import(path: Path) -> dict:
     from django.conf import settings
 
-    from labeling import services
+    from labeling import grading
+    from labeling.services import prm800k_import
 
     # Answer grading (math-verify, sympy) costs the same on any database; timing it apart
     # tells how much of the import is grading and how much is storing.
     graded = {"seconds": 0.0, "pairs": 0}
-    grade_answers = services.grade_answers
+    grade_answers = grading.grade_answers
 
     def timed_grade_answers(*, pairs, pool) -> None:
         pairs = list(pairs)
         start = time.perf_counter()
-        graded["pairs"] += len({p for p in pairs if p not in services._verdicts})
+        graded["pairs"] += len({p for p in pairs if p not in grading._verdicts})
         try:
             grade_answers(pairs=pairs, pool=pool)
         finally:
             graded["seconds"] += time.perf_counter() - start
 
-    services.grade_answers = timed_grade_answers
+    prm800k_import.grade_answers = timed_grade_answers
     baseline = current_rss_mb()
     start = time.perf_counter()
-    result = services.import_prm800k(path=path, name=path.name)
+    result = prm800k_import.import_prm800k(path=path, name=path.name)
     seconds = time.perf_counter() - start
     return {
         "seconds": seconds,
@@ -258,7 +259,7 @@ def phase_import(path: Path) -> dict:
 
 
 def phase_export(path: Path) -> dict:
-    from labeling.selectors import ExportFilters, write_prm800k
+    from labeling.export import ExportFilters, write_prm800k
 
     baseline = current_rss_mb()
     start = time.perf_counter()

@@ -69,8 +69,8 @@ class Timing:
 
 
 def setup_django() -> None:
-    # trainer.train reads labels through the Django models; the bench never touches a
-    # database (synthetic examples have no stored solutions), so an in-memory one will do.
+    # The examples are trainer.dataset's, beside the ORM queries that build them, so Django is
+    # set up; the bench never touches a database, so an in-memory one will do.
     os.environ["DATABASE_URL"] = "sqlite://:memory:"
     os.environ["DEBUG"] = "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "annotate.settings")
@@ -110,6 +110,7 @@ def synthetic(count: int, seed: int) -> list:
 
 def run_ours(train: list, held_out: list, *, batch_size: int, out_dir: Path) -> Timing:
     import trainer.train as loop
+    from trainer.params import TrainingParams
 
     tokens = 0
     padded = loop._padded
@@ -125,7 +126,7 @@ def run_ours(train: list, held_out: list, *, batch_size: int, out_dir: Path) -> 
         loop.train_prm(
             train=train,
             eval=held_out,
-            params=loop.TrainParams(
+            params=TrainingParams(
                 epochs=1,
                 batch_size=batch_size,
                 learning_rate=LEARNING_RATE,
@@ -160,10 +161,10 @@ class TRLSide:
         from transformers import AutoModelForTokenClassification
         from trl.experimental.prm import PRMTrainer
 
-        from trainer.dataset import corpus
         from trainer.prm import PRM, STEP_TAG
+        from trainer.train import tokenizer_corpus
 
-        prm = PRM.build(base_model=None, corpus=corpus(train + held_out), seed=SEED)
+        prm = PRM.build(base_model=None, corpus=tokenizer_corpus(train + held_out), seed=SEED)
         self.tokenizer = prm.tokenizer
         self.max_length = prm.max_length
         self.step_separator = STEP_TAG

@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 
 from labeling import quality
+from labeling.export import ExportFilters, prm800k_response
 from labeling.models import (
     Generation,
     Guideline,
@@ -12,9 +13,7 @@ from labeling.models import (
     StepRating,
 )
 from labeling.permissions import can_export_labels
-from labeling.selectors import ExportFilters
-from labeling.services import get_or_create_labeler
-from labeling.views import prm800k_response
+from labeling.services.labelers import get_or_create_labeler
 
 admin.site.site_header = "stepwise administration"
 
@@ -148,7 +147,7 @@ class LabelingSessionAdmin(admin.ModelAdmin):
         if not can_export_labels(request.user):
             self.message_user(request, "Only admins can export labels.", level="error")
             return None
-        return prm800k_response(ExportFilters(), within=queryset)
+        return prm800k_response(filters=ExportFilters(), within=queryset)
 
 
 @admin.register(Guideline)

@@ -4,12 +4,12 @@ import json
 import tempfile
 from pathlib import Path
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
-from labeling import imports, quality, selectors, services, tokens
+from labeling import export, quality, selectors, tokens
 from labeling import serializers as s
 from labeling.models import ImportJob, LabelingSession, Problem, Solution
 from labeling.permissions import (
@@ -29,6 +29,9 @@ from labeling.permissions import (
     ReadResearcherWriteAdmin,
     has_role,
 )
+from labeling.services import import_jobs, workbench
+from labeling.services.importing import import_problems, import_solutions
+from labeling.services.labelers import get_or_create_labeler
 
 
 def _bulk_import(request: Request, importer) -> Response:
@@ -42,10 +45,7 @@ def _bulk_import(request: Request, importer) -> Response:
         for item in items:
             f.write(json.dumps(item, ensure_ascii=False) + "\n")
         f.flush()
-        try:
-            result = importer(path=Path(f.name), name="item")
-        except services.ImportFailed as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        result = importer(path=Path(f.name), name="item")
     return Response(
         s.BulkResultSerializer(result).data,
         status=status.HTTP_201_CREATED if result.created else status.HTTP_200_OK,
@@ -101,7 +101,7 @@ class ProblemViewSet(ReadOnlyModelViewSet):
         description="MATH-style objects (problem, answer, solution, subject, level, unique_id).",
     )
     def create(self, request: Request) -> Response:
-        return _bulk_import(request, services.import_problems)
+        return _bulk_import(request, import_problems)
 
 
 @extend_schema(parameters=[SolutionFilters])
@@ -119,10 +119,8 @@ class SolutionViewSet(ReadOnlyModelViewSet):
         labeled = lookups.pop("labeled", None)
         queryset = queryset.filter(**lookups)
         if labeled is not None:
-            done = LabelingSession.objects.filter(
-                solution=OuterRef("pk"), submitted_at__isnull=False
-            )
-            queryset = queryset.filter(Exists(done)) if labeled else queryset.exclude(Exists(done))
+            done = selectors.has_submitted_label()
+            queryset = queryset.filter(done) if labeled else queryset.exclude(done)
         return queryset
 
     @extend_schema(
@@ -135,7 +133,7 @@ class SolutionViewSet(ReadOnlyModelViewSet):
         description="Objects with unique_id (or problem text), steps, answer, source, score.",
     )
     def create(self, request: Request) -> Response:
-        return _bulk_import(request, services.import_solutions)
+        return _bulk_import(request, import_solutions)
 
 
 class SolutionRoleView(APIView):
@@ -163,7 +161,7 @@ class SessionViewSet(ReadOnlyModelViewSet):
 
     def get_queryset(self) -> QuerySet[LabelingSession]:
         queryset = LabelingSession.objects.select_related("labeler", "generation").prefetch_related(
-            "steps__ratings"
+            "step_labels__ratings"
         )
         if not has_role(self.request.user, RESEARCHER, ADMIN):
             # Someone else's session is a 404 to an annotator, not a 403: ids leak nothing.
@@ -171,50 +169,41 @@ class SessionViewSet(ReadOnlyModelViewSet):
         return queryset.order_by("id")
 
 
-def _labeling_call(operation, **kwargs):
-    try:
-        return operation(**kwargs)
-    except services.NotYourSession as exc:
-        raise PermissionDenied(str(exc)) from None
-    except services.LabelingRefused as exc:
-        raise ValidationError({"detail": str(exc)}) from None
-
-
-class NextTaskView(APIView):
-    """The caller's open session, or a newly assigned solution with a lease."""
+class NextSessionView(APIView):
+    """The caller's open session, or the next one served from the queues, with a lease."""
 
     permission_classes = [IsLabeler]
 
     @extend_schema(
         request=None,
-        responses={200: s.AssignmentSerializer, 204: OpenApiResponse(description="Queue empty")},
+        responses={200: s.NextSessionSerializer, 204: OpenApiResponse(description="Queue empty")},
     )
     def post(self, request: Request) -> Response:
-        labeler = services.get_or_create_labeler(user=request.user)
-        assignment = _labeling_call(services.next_assignment, labeler=labeler)
-        if assignment is None:
+        served = workbench.next_session(labeler=get_or_create_labeler(user=request.user))
+        if served is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        return Response(s.AssignmentSerializer(assignment).data)
+        return Response(s.NextSessionSerializer(served).data)
 
 
 class RateView(APIView):
-    """Rate (or re-rate) one step of the caller's session; repeating it changes nothing."""
+    """Rate (or re-rate) one step of the caller's session, or one alternative of its -1 step;
+    repeating it changes nothing."""
 
     permission_classes = [IsLabeler]
 
-    @extend_schema(request=s.RateSerializer, responses=s.SessionSerializer)
+    @extend_schema(request=s.RateSerializer, responses=s.SessionStateSerializer)
     def post(self, request: Request, pk: int) -> Response:
         body = s.RateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        session = _labeling_call(
-            services.rate_step,
+        session = workbench.rate_step(
             session_id=pk,
-            labeler=services.get_or_create_labeler(user=request.user),
+            labeler=get_or_create_labeler(user=request.user),
             step_index=body.validated_data["step"],
             rating=body.validated_data["rating"],
             flagged=body.validated_data["flagged"],
+            completion_index=body.validated_data["completion_index"],
         )
-        return Response(s.SessionSerializer(session).data)
+        return Response(s.SessionStateSerializer(session).data)
 
 
 class SubmitView(APIView):
@@ -226,10 +215,9 @@ class SubmitView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         body = s.SubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        session = _labeling_call(
-            services.submit_session,
+        session = workbench.submit_session(
             session_id=pk,
-            labeler=services.get_or_create_labeler(user=request.user),
+            labeler=get_or_create_labeler(user=request.user),
             finish_reason=body.validated_data["finish_reason"],
             reason_text=body.validated_data["reason"],
         )
@@ -248,12 +236,7 @@ class ExportView(APIView):
     def get(self, request: Request) -> StreamingHttpResponse:
         query = s.ExportQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        filters = selectors.ExportFilters(**query.validated_data)
-        records = selectors.iter_prm800k_records(filters=filters)
-        lines = (selectors.json_line(record) for record in records)
-        response = StreamingHttpResponse(lines, content_type="application/jsonl; charset=utf-8")
-        response["Content-Disposition"] = 'attachment; filename="prm800k.jsonl"'
-        return response
+        return export.prm800k_response(filters=export.ExportFilters(**query.validated_data))
 
 
 class ImportJobViewSet(ReadOnlyModelViewSet):
@@ -272,15 +255,12 @@ class ImportJobViewSet(ReadOnlyModelViewSet):
         body = s.ImportUploadSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         upload = body.validated_data["file"]
-        try:
-            job = imports.create_import_job(
-                user=request.user,
-                kind=body.validated_data["kind"],
-                upload=upload,
-                file_name=upload.name,
-            )
-        except imports.UploadRefused as exc:
-            return Response({"detail": str(exc)}, status=exc.status)
+        job = import_jobs.create_import_job(
+            user=request.user,
+            kind=body.validated_data["kind"],
+            upload=upload,
+            file_name=upload.name,
+        )
         return Response(s.ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 

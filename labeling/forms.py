@@ -1,14 +1,14 @@
 from django import forms
 
+from labeling.export import ExportFilters
 from labeling.models import Generation
-from labeling.selectors import ExportFilters
 
 
 class ExportForm(forms.Form):
     generation = forms.IntegerField(required=False, help_text="Generation number")
     since = forms.DateTimeField(required=False, help_text="Submitted at or after")
     labeler = forms.UUIDField(required=False, help_text="Labeler UUID")
-    include_qc = forms.BooleanField(
+    include_quality_control = forms.BooleanField(
         required=False, initial=True, label="Include quality-control sessions"
     )
 
@@ -23,7 +23,7 @@ class ExportForm(forms.Form):
             generation=data["generation"],
             since=data["since"],
             labeler=data["labeler"],
-            include_qc=data["include_qc"],
+            include_quality_control=data["include_quality_control"],
         )
 
 

@@ -4,17 +4,22 @@ math-verify does the mathematics (sympy equivalence of fractions, decimals, radi
 intervals, tuples, solution sets). A small normaliser runs first, the way MATH graders
 (Hendrycks `is_equiv`, PRM800K `grader.py`) do, so that formatting which carries no meaning
 cannot make a right answer wrong, and so that the common integer answers skip the slow parse.
+Below the grader: the verdict cache and the grading of stored solutions (imports, regrading).
 """
 
 import functools
 import logging
 import multiprocessing
 import re
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from fractions import Fraction
 
+from django.conf import settings
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+from labeling.models import Solution
 
 logger = logging.getLogger(__name__)
 
@@ -154,3 +159,55 @@ class GradingPool:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts of imported solutions
+
+
+# Verdicts by (answer, ground truth): a pool repeats the same few final answers per problem
+# many times over. Emptied when full rather than evicted one by one; it only saves work.
+_verdicts: dict[tuple[str, str], bool] = {}
+VERDICTS_MAX = 65536
+
+
+def grade_answer(answer: str, ground_truth: str) -> bool:
+    pair = (answer, ground_truth)
+    verdict = _verdicts.get(pair)
+    if verdict is None:
+        grade_answers(pairs=[pair], pool=None)
+        verdict = _verdicts[pair]
+    return verdict
+
+
+def grade_answers(*, pairs: Iterable[tuple[str, str]], pool: GradingPool | None) -> None:
+    """Grade the pairs not graded yet (on `pool`'s processes when given), so that
+    `grade_answer` then finds them."""
+    pending = list(dict.fromkeys(p for p in pairs if p not in _verdicts))
+    if not pending:
+        return
+    verdicts = pool.grade(pending) if pool else [grade_pair(p) for p in pending]
+    if len(_verdicts) + len(pending) > VERDICTS_MAX:
+        _verdicts.clear()
+    _verdicts.update(zip(pending, verdicts, strict=True))
+
+
+def grading_pool() -> GradingPool:
+    return GradingPool(processes=settings.IMPORT_GRADING_PROCESSES)
+
+
+def regrade_solutions(*, problem_ids: list[int] | None = None) -> int:
+    """Grade solutions again (after a grader or ground-truth change); return how many changed."""
+    solutions = Solution.objects.select_related("problem").only(
+        "id", "answer", "is_correct", "problem__answer"
+    )
+    if problem_ids is not None:
+        solutions = solutions.filter(problem_id__in=problem_ids)
+    changed = []
+    for solution in solutions.iterator(chunk_size=2000):
+        verdict = grade_answer(solution.answer, solution.problem.answer)
+        if verdict != solution.is_correct:
+            solution.is_correct = verdict
+            changed.append(solution)
+    Solution.objects.bulk_update(changed, ["is_correct"], batch_size=1000)
+    return len(changed)

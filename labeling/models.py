@@ -73,7 +73,7 @@ class SelectionReason(models.TextChoices):
     CONVINCING = "convincing", "Convincing"
     UNIFORM = "uniform", "Uniform sample"
     UNCERTAINTY = "uncertainty", "Uncertain score"
-    QUALITY_CONTROL = "qc", "Quality control"
+    QUALITY_CONTROL = "quality_control", "Quality control"
 
 
 def validate_gold_ratings(value) -> None:
@@ -86,6 +86,11 @@ def validate_gold_ratings(value) -> None:
         raise ValidationError("Each gold rating is -1, 0 or 1.")
     if -1 in value[:-1]:
         raise ValidationError("Gold ratings end at the first -1.")
+
+
+# Solutions per statement when many are written at once (scores, a generation's selection):
+# large enough to amortise the round trip, small enough to keep one statement's parameters few.
+SOLUTION_WRITE_CHUNK = 500
 
 
 class Solution(models.Model):
@@ -153,7 +158,7 @@ class Solution(models.Model):
         ordering = ["id"]
         indexes = [
             # The leftover labeling queue walks this index and stops at the first free
-            # solution, instead of sorting the whole pool on every assignment.
+            # solution, instead of sorting the whole pool for every session served.
             # (COALESCE rather than NULLS LAST, which SQLite's CREATE INDEX does not accept.)
             models.Index(
                 Coalesce("generation_id", Value(0)).desc(), F("id"), name="solution_leftover_order"
@@ -211,11 +216,11 @@ class FinishReason(models.TextChoices):
 
 
 class LabelingSession(models.Model):
-    """One labeler working on one solution: the assignment, its lease and its outcome."""
+    """A labeling session: one labeler working on one solution, its lease and its outcome."""
 
     labeler = models.ForeignKey(Labeler, on_delete=models.PROTECT, related_name="sessions")
     solution = models.ForeignKey(Solution, on_delete=models.CASCADE, related_name="sessions")
-    # Snapshots at assignment: a solution's generation and flags may change later, the
+    # Snapshots when served: a solution's generation and flags may change later, the
     # session keeps what the labeler was served.
     generation = models.ForeignKey(
         Generation, null=True, blank=True, on_delete=models.PROTECT, related_name="sessions"
@@ -272,7 +277,10 @@ class LabelingSession(models.Model):
 class StepLabel(models.Model):
     """What a labeler did at one step: which completion they chose or what they wrote."""
 
-    session = models.ForeignKey(LabelingSession, on_delete=models.CASCADE, related_name="steps")
+    # Not "steps": Solution.steps are the step texts; these are one session's labels of them.
+    session = models.ForeignKey(
+        LabelingSession, on_delete=models.CASCADE, related_name="step_labels"
+    )
     index = models.PositiveIntegerField()
     chosen_completion = models.IntegerField(null=True, blank=True)
     human_completion = models.JSONField(null=True, blank=True)

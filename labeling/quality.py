@@ -22,6 +22,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from annotate.errors import Conflict
 from labeling.models import (
     FinishReason,
     Guideline,
@@ -36,8 +37,8 @@ QUALITY_CONTROL = "quality_control"
 SCREENING = "screening"
 
 
-class QualityRefused(Exception):
-    """A quality-control request that cannot be applied; the message says why."""
+class QualityRefused(Conflict):
+    """A quality-control request that the current state does not allow; the message says why."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,7 +116,7 @@ def use_ratings_as_gold(*, solutions: QuerySet[Solution], labeler: Labeler) -> G
 def set_labeler_active(
     *, labeler: Labeler, active: bool, by: AbstractBaseUser, now: datetime | None = None
 ) -> Labeler:
-    """Deactivate (or reactivate) a labeler. A deactivated labeler cannot log in or get tasks.
+    """Deactivate (or reactivate) a labeler. A deactivated labeler cannot log in or get sessions.
 
     Deactivation also ends the labeler's open sessions, so their solutions go back to the
     queue at once instead of waiting for the lease to run out.

@@ -1,5 +1,6 @@
 """API representations. Labelers appear only by their UUID, never by username."""
 
+from drf_spectacular.utils import extend_schema_field
 from knox.models import AuthToken
 from rest_framework import serializers
 
@@ -12,6 +13,7 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
+from labeling.services import workbench
 
 
 class ProblemSerializer(serializers.ModelSerializer):
@@ -78,7 +80,7 @@ class StepLabelSerializer(serializers.ModelSerializer):
 class SessionSerializer(serializers.ModelSerializer):
     labeler = serializers.UUIDField(source="labeler.uuid", read_only=True)
     generation = serializers.IntegerField(source="generation.number", allow_null=True)
-    steps = StepLabelSerializer(many=True, read_only=True)
+    step_labels = StepLabelSerializer(many=True, read_only=True)
 
     class Meta:
         model = LabelingSession
@@ -97,21 +99,78 @@ class SessionSerializer(serializers.ModelSerializer):
             "total_time",
             "finish_reason",
             "finish_reason_text",
-            "steps",
+            "step_labels",
         ]
 
 
-class AssignmentSerializer(serializers.Serializer):
-    session = SessionSerializer()
+class ItemSerializer(serializers.Serializer):
+    """One thing to rate: a step (completion 0) or one of its alternative completions."""
+
+    index = serializers.IntegerField(help_text="Step index, from 0.")
+    completion = serializers.IntegerField(
+        help_text="0: the solution's own step; 1..n: the step's alternatives (completion_index)."
+    )
+    key = serializers.CharField()
+    text = serializers.CharField()
+    rating = serializers.IntegerField(allow_null=True)
+    flagged = serializers.BooleanField(allow_null=True)
+
+
+class StepItemSerializer(ItemSerializer):
+    alternatives = ItemSerializer(
+        many=True, help_text="Alternatives of the first -1 step shown so far, to rate in order."
+    )
+
+
+class WorkbenchStateSerializer(serializers.Serializer):
+    items = StepItemSerializer(many=True, help_text="The steps shown so far.")
+    current = ItemSerializer(allow_null=True, help_text="The item to rate next; null if none.")
+    outcome = serializers.ChoiceField(
+        choices=["found_error", "solution"],
+        allow_null=True,
+        help_text="The finish reason that can be submitted now, if any.",
+    )
+    error_step = serializers.IntegerField(allow_null=True, help_text="The first -1 step.")
+    total_steps = serializers.IntegerField()
+    alternatives_offered = serializers.IntegerField(
+        help_text="How many alternatives the error step offers (0 without one)."
+    )
+
+
+class SessionStateSerializer(SessionSerializer):
+    """A session with what its labeler sees of it: the same rules as the workbench page."""
+
+    state = serializers.SerializerMethodField()
+
+    class Meta(SessionSerializer.Meta):
+        fields = [*SessionSerializer.Meta.fields, "state"]
+
+    @extend_schema_field(WorkbenchStateSerializer)
+    def get_state(self, session: LabelingSession) -> dict:
+        return WorkbenchStateSerializer(workbench.session_state(session=session)).data
+
+
+class NextSessionSerializer(serializers.Serializer):
+    session = SessionStateSerializer()
     queue = serializers.CharField()
     problem = ProblemSerializer(source="session.solution.problem")
     steps = serializers.ListField(child=serializers.CharField(), source="session.solution.steps")
+    alternatives = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        source="session.solution.alternatives",
+        help_text="Alternative completions offered per step index, rated after a -1 there.",
+    )
 
 
 class RateSerializer(serializers.Serializer):
     step = serializers.IntegerField(min_value=0, help_text="Step index, from 0.")
     rating = serializers.ChoiceField(choices=[-1, 0, 1])
     flagged = serializers.BooleanField(default=False, help_text="The labeler is unsure.")
+    completion_index = serializers.IntegerField(
+        min_value=0,
+        default=0,
+        help_text="0 rates the step itself; 1..n its alternatives, after the step is rated -1.",
+    )
 
 
 class SubmitSerializer(serializers.Serializer):
@@ -125,7 +184,7 @@ class ExportQuerySerializer(serializers.Serializer):
     generation = serializers.IntegerField(required=False)
     since = serializers.DateTimeField(required=False)
     labeler = serializers.UUIDField(required=False)
-    include_qc = serializers.BooleanField(required=False, default=True)
+    include_quality_control = serializers.BooleanField(required=False, default=True)
 
 
 class ImportJobSerializer(serializers.ModelSerializer):

@@ -1,17 +1,16 @@
 from celery import shared_task
 
-from labeling import services
+from labeling import grading
+from labeling.services import import_jobs
 
 
 @shared_task(acks_late=True)
 def regrade_solutions_task(problem_ids: list[int] | None = None) -> int:
     # Idempotent (it only recomputes a verdict), so a redelivery after a crash is harmless.
-    return services.regrade_solutions(problem_ids=problem_ids)
+    return grading.regrade_solutions(problem_ids=problem_ids)
 
 
 @shared_task(acks_late=True)
 def run_import_job_task(job_id: int) -> str:
     # A redelivered job that already started is not run twice (see run_import_job).
-    from labeling.imports import run_import_job
-
-    return run_import_job(job_id=job_id).status
+    return import_jobs.run_import_job(job_id=job_id).status

@@ -1,17 +1,16 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
 
-from labeling import quality, selectors, services, tokens
+from annotate.errors import Invalid
+from labeling import export, quality, selectors, tokens
 from labeling.forms import ApiTokenForm, ExportForm
-from labeling.models import Labeler, LabelingSession, StepRating
+from labeling.models import Labeler, LabelingSession
 from labeling.permissions import (
     ADMIN,
     ANNOTATOR,
@@ -21,6 +20,8 @@ from labeling.permissions import (
     can_view_quality,
     has_role,
 )
+from labeling.services import workbench
+from labeling.services.labelers import get_or_create_labeler
 
 
 @login_required
@@ -43,18 +44,6 @@ def problem_list(request: HttpRequest) -> HttpResponse:
     return render(request, "labeling/problem_list.html", {"problems": selectors.problem_list()})
 
 
-def prm800k_response(
-    filters: selectors.ExportFilters, within: QuerySet[LabelingSession] | None = None
-) -> StreamingHttpResponse:
-    """A streamed JSONL download: rows are written as they are read, never held in memory."""
-    records = selectors.iter_prm800k_records(filters=filters, within=within)
-    lines = (selectors.json_line(record) for record in records)
-    response = StreamingHttpResponse(lines, content_type="application/jsonl; charset=utf-8")
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response["Content-Disposition"] = f'attachment; filename="prm800k-{stamp}.jsonl"'
-    return response
-
-
 @login_required
 def export_labels(request: HttpRequest) -> HttpResponse:
     if not can_export_labels(request.user):
@@ -64,7 +53,7 @@ def export_labels(request: HttpRequest) -> HttpResponse:
     form = ExportForm(request.GET)
     if not form.is_valid():
         return render(request, "labeling/export.html", {"form": form}, status=400)
-    return prm800k_response(form.filters())
+    return export.prm800k_response(filters=form.filters())
 
 
 # --- the annotator's workbench ---------------------------------------------------------------
@@ -73,19 +62,16 @@ def export_labels(request: HttpRequest) -> HttpResponse:
 def _labeler(request: HttpRequest):
     if not has_role(request.user, ANNOTATOR, RESEARCHER, ADMIN):
         raise PermissionDenied("Labeling is for annotators.")
-    return services.get_or_create_labeler(user=request.user)
+    return get_or_create_labeler(user=request.user)
 
 
 @login_required
 def label_next(request: HttpRequest) -> HttpResponse:
-    """Assign (or resume) a solution and open it."""
-    try:
-        assignment = services.next_assignment(labeler=_labeler(request))
-    except services.LabelingRefused as exc:
-        raise PermissionDenied(str(exc)) from None
-    if assignment is None:
+    """Serve (or resume) a labeling session and open it."""
+    served = workbench.next_session(labeler=_labeler(request))
+    if served is None:
         return render(request, "labeling/nothing_to_label.html")
-    return redirect("label-session", session_id=assignment.session.pk)
+    return redirect("label-session", session_id=served.session.pk)
 
 
 # (rating, CSS class, button text): colour, icon and words, so no meaning rests on colour.
@@ -93,62 +79,25 @@ RATING_BUTTONS = ((-1, "bad", "✗ -1 bad"), (0, "ok", "○ 0 okay"), (1, "good"
 
 
 def _workbench_context(session: LabelingSession) -> dict:
-    """The steps shown so far and the one item (a step or an alternative) to rate next."""
-    rated, flagged = {}, {}
-    for index, rating, flag in StepRating.objects.filter(
-        step__session=session, completion_index=0
-    ).values_list("step__index", "rating", "flagged"):
-        rated[index], flagged[index] = rating, flag
-    steps = session.solution.steps
-    error_step = next((i for i, r in rated.items() if r == -1), None)
-    current = None
-    if error_step is None and len(rated) < len(steps):
-        current = f"s{len(rated)}"
-    shown = len(rated) + (1 if current is not None else 0)
-    items = [
-        {
-            "index": i,
-            "key": f"s{i}",
-            "text": steps[i],
-            "rating": rated.get(i),
-            "flagged": flagged.get(i),
-            "alternatives": [],
-        }
-        for i in range(shown)
-    ]
-    outcome = "solution" if len(rated) == len(steps) and error_step is None else None
-    if error_step is not None:
-        # PRM800K phase 2: the other completions offered for the wrong step are rated, one
-        # at a time, before the label ends.
-        offered = services.alternatives_at(solution=session.solution, step_index=error_step)
-        done = services.rated_alternatives(session)
-        count = sum(1 for step, _ in done if step == error_step)
-        if count < len(offered):
-            current = f"s{error_step}c{count + 1}"
-        else:
-            outcome = "found_error"
-        items[error_step]["alternatives"] = [
-            {
-                "index": error_step,
-                "completion": k,
-                "key": f"s{error_step}c{k}",
-                "text": offered[k - 1],
-                "rating": getattr(done.get((error_step, k)), "rating", None),
-                "flagged": getattr(done.get((error_step, k)), "flagged", None),
-            }
-            for k in range(1, min(count + 1, len(offered)) + 1)
-        ]
+    state = workbench.session_state(session=session)
     return {
         "session": session,
         # Reversed once: every step's three buttons post here, and a rating re-renders them.
         "rate_url": reverse("label-rate", args=[session.pk]),
         "problem": session.solution.problem,
-        "steps": items,
-        "current": current,
-        "outcome": outcome,
-        "total_steps": len(steps),
+        "steps": state.items,
+        "current": state.current.key if state.current else None,
+        "outcome": state.outcome,
+        "total_steps": state.total_steps,
         "choices": RATING_BUTTONS,
     }
+
+
+def _int(request: HttpRequest, name: str, default: str) -> int:
+    try:
+        return int(request.POST.get(name, default))
+    except ValueError:
+        raise Invalid(f"{name} must be a whole number.") from None
 
 
 @login_required
@@ -167,20 +116,14 @@ def label_session(request: HttpRequest, session_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def rate(request: HttpRequest, session_id: int) -> HttpResponse:
-    labeler = _labeler(request)
-    try:
-        session = services.rate_step(
-            session_id=session_id,
-            labeler=labeler,
-            step_index=int(request.POST.get("step_index", "-1")),
-            rating=int(request.POST.get("rating", "9")),
-            flagged=request.POST.get("flagged") in ("1", "on", "true"),
-            completion_index=int(request.POST.get("completion_index", "0")),
-        )
-    except services.NotYourSession as exc:
-        raise PermissionDenied(str(exc)) from None
-    except (services.LabelingRefused, ValueError) as exc:
-        return HttpResponse(str(exc), status=409)
+    session = workbench.rate_step(
+        session_id=session_id,
+        labeler=_labeler(request),
+        step_index=_int(request, "step_index", "-1"),
+        rating=_int(request, "rating", "9"),
+        flagged=request.POST.get("flagged") in ("1", "on", "true"),
+        completion_index=_int(request, "completion_index", "0"),
+    )
     return render(request, "labeling/_steps.html", _workbench_context(session))
 
 
@@ -188,31 +131,21 @@ def rate(request: HttpRequest, session_id: int) -> HttpResponse:
 @require_POST
 def submit(request: HttpRequest, session_id: int) -> HttpResponse:
     labeler = _labeler(request)
-    try:
-        services.submit_session(
-            session_id=session_id,
-            labeler=labeler,
-            finish_reason=request.POST.get("finish_reason", ""),
-            reason_text=request.POST.get("reason", ""),
-        )
-    except services.NotYourSession as exc:
-        raise PermissionDenied(str(exc)) from None
-    except services.LabelingRefused as exc:
-        return HttpResponse(str(exc), status=409)
+    workbench.submit_session(
+        session_id=session_id,
+        labeler=labeler,
+        finish_reason=request.POST.get("finish_reason", ""),
+        reason_text=request.POST.get("reason", ""),
+    )
     if not request.htmx:
         return redirect("label-next")
-    # Prefetch: the next solution is assigned now and comes back in this response, swapped
-    # in without a page load. Unopened, it is an ordinary session whose lease runs out.
-    try:
-        assignment = services.next_assignment(labeler=labeler)
-    except services.LabelingRefused as exc:
-        raise PermissionDenied(str(exc)) from None
-    if assignment is None:
+    # Prefetch: the next session is served now and comes back in this response, swapped in
+    # without a page load. Unopened, it is an ordinary session whose lease runs out.
+    served = workbench.next_session(labeler=labeler)
+    if served is None:
         response = render(request, "labeling/_nothing_to_label.html")
         return push_url(response, reverse("label-next"))
-    session = LabelingSession.objects.select_related("solution__problem").get(
-        pk=assignment.session.pk
-    )
+    session = LabelingSession.objects.select_related("solution__problem").get(pk=served.session.pk)
     response = render(request, "labeling/_workbench.html", _workbench_context(session))
     return push_url(response, reverse("label-session", args=[session.pk]))
 
@@ -220,12 +153,7 @@ def submit(request: HttpRequest, session_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def renew(request: HttpRequest, session_id: int) -> HttpResponse:
-    try:
-        services.renew_lease(session_id=session_id, labeler=_labeler(request))
-    except services.NotYourSession as exc:
-        raise PermissionDenied(str(exc)) from None
-    except services.LabelingRefused as exc:
-        return HttpResponse(str(exc), status=409)
+    workbench.renew_lease(session_id=session_id, labeler=_labeler(request))
     return HttpResponse(status=204)
 
 

@@ -2,7 +2,8 @@
 
 from django.contrib import admin, messages
 
-from trainer import services
+from annotate.errors import DomainError
+from trainer import model_versions, runs
 from trainer.models import ModelVersion, TrainingRun
 
 
@@ -12,7 +13,7 @@ class TrainingRunAdmin(admin.ModelAdmin):
     list_filter = ["status"]
     date_hierarchy = "created_at"
     actions = ["cancel_runs"]
-    # A run is a record of what happened; only the services change it.
+    # A run is a record of what happened; only trainer.runs changes it.
     readonly_fields = [field.name for field in TrainingRun._meta.fields]
 
     def has_add_permission(self, request) -> bool:
@@ -22,8 +23,8 @@ class TrainingRunAdmin(admin.ModelAdmin):
     def cancel_runs(self, request, queryset):
         for run in queryset.filter(status__in=TrainingRun.LIVE):
             try:
-                services.cancel_training_run(run_id=run.pk)
-            except services.TrainingRefused as exc:
+                runs.cancel_training_run(run_id=run.pk)
+            except DomainError as exc:
                 self.message_user(request, str(exc), messages.WARNING)
 
 
@@ -44,5 +45,5 @@ class ModelVersionAdmin(admin.ModelAdmin):
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one model version.", messages.ERROR)
             return
-        version = services.activate_model_version(model_version_id=queryset.get().pk)
+        version = model_versions.activate_model_version(model_version_id=queryset.get().pk)
         self.message_user(request, f"{version} is now active.")

@@ -1,29 +1,21 @@
-"""The REST API of the model side: training runs, model versions, generations."""
+"""The REST API of the model side: training runs, model versions, generations.
+
+Refusals are domain errors (annotate.errors): the API's exception handler gives each its status.
+"""
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from labeling.models import Generation
 from labeling.permissions import IsResearcher
-from trainer import selection, selectors, services
+from trainer import model_versions, pipeline, runs, selectors
 from trainer import serializers as s
 from trainer.models import ModelVersion, TrainingRun
-
-
-class Conflict(APIException):
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "Conflict."
-
-
-class BrokerDown(APIException):
-    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
-    default_detail = "The task broker is unreachable."
 
 
 class TrainingRunViewSet(ReadOnlyModelViewSet):
@@ -39,26 +31,14 @@ class TrainingRunViewSet(ReadOnlyModelViewSet):
     def create(self, request: Request) -> Response:
         body = s.TrainingRunRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            run = services.request_training_run(
-                user=request.user, params=body.validated_data["params"]
-            )
-        except services.BrokerUnavailable as exc:
-            raise BrokerDown(str(exc)) from None
-        except services.TrainingRefused as exc:
-            if TrainingRun.objects.filter(status__in=TrainingRun.LIVE).exists():
-                raise Conflict(str(exc)) from None
-            raise ValidationError({"detail": str(exc)}) from None
+        run = runs.request_training_run(user=request.user, params=body.validated_data["params"])
         return Response(s.TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.TrainingRunSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
         run = self.get_object()
-        try:
-            run = services.cancel_training_run(run_id=run.pk)
-        except services.TrainingRefused as exc:
-            raise Conflict(str(exc)) from None
+        run = runs.cancel_training_run(run_id=run.pk)
         return Response(s.TrainingRunSerializer(run).data)
 
 
@@ -75,10 +55,7 @@ class ModelVersionViewSet(ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"])
     def activate(self, request: Request, pk: str) -> Response:
         version = self.get_object()
-        try:
-            version = services.activate_model_version(model_version_id=version.pk)
-        except services.TrainingRefused as exc:
-            raise Conflict(str(exc)) from None
+        version = model_versions.activate_model_version(model_version_id=version.pk)
         return Response(s.ModelVersionSerializer(version).data)
 
 
@@ -99,14 +76,7 @@ class GenerationViewSet(ReadOnlyModelViewSet):
     def create(self, request: Request) -> Response:
         body = s.GenerationRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            queued = selection.request_generation(params=body.validated_data)
-        except selection.BrokerUnavailable as exc:
-            raise BrokerDown(str(exc)) from None
-        except selection.NoActiveModelVersion as exc:
-            raise Conflict(str(exc)) from None
-        except selection.SelectionRefused as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        queued = pipeline.request_generation(params=body.validated_data)
         data = {
             "task_id": queued.task_id,
             "model_version": queued.model_version.pk,

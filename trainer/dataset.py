@@ -19,6 +19,8 @@ import random
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
+from django.db.models import Count
+
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
 
 SESSION_CHUNK = 500
@@ -35,7 +37,7 @@ class Example:
 
 def build_examples(
     *,
-    include_qc: bool = True,
+    include_quality_control: bool = True,
     include_screening: bool = False,
     generation_min: int | None = None,
     generation_max: int | None = None,
@@ -45,7 +47,7 @@ def build_examples(
     A generation bound leaves out sessions without a generation (phase-1 data).
     """
     sessions = LabelingSession.objects.filter(submitted_at__isnull=False)
-    if not include_qc:
+    if not include_quality_control:
         sessions = sessions.filter(is_quality_control=False)
     if not include_screening:
         # Screening is flagged on the session and also lives in generation -1.
@@ -195,3 +197,43 @@ def corpus(examples: list[Example]):
             seen.add(example.problem_id)
             yield example.problem
         yield from example.steps
+
+
+# Best-of-N reads every solution of the held-out problems; these caps bound its cost.
+BEST_OF_N_MAX_PROBLEMS = 500
+BEST_OF_N_MAX_SOLUTIONS = 64
+
+
+@dataclass(frozen=True)
+class BestOfNProblem:
+    """A held-out problem and its stored solutions, for the training loop's best-of-N."""
+
+    problem: str
+    solutions: list[tuple[list[str], bool]]  # (steps, is_correct), in solution order
+
+
+def best_of_n_problems(examples: list[Example]) -> list[BestOfNProblem]:
+    """The problems of `examples` with several stored solutions, each with its solutions.
+
+    Every stored solution counts, labeled or not: best-of-N asks which one the PRM would
+    pick. At most BEST_OF_N_MAX_PROBLEMS problems and BEST_OF_N_MAX_SOLUTIONS solutions each.
+    """
+    problem_ids = sorted({e.problem_id for e in examples if e.solution_id is not None})
+    if not problem_ids:
+        return []
+    texts = dict(
+        Problem.objects.filter(pk__in=problem_ids)
+        .annotate(n=Count("solutions"))
+        .filter(n__gte=2)
+        .order_by("pk")
+        .values_list("pk", "text")[:BEST_OF_N_MAX_PROBLEMS]
+    )
+    solutions: dict[int, list[tuple[list[str], bool]]] = {pk: [] for pk in texts}
+    for problem_id, steps, is_correct in (
+        Solution.objects.filter(problem_id__in=texts.keys())
+        .order_by("problem_id", "pk")
+        .values_list("problem_id", "steps", "is_correct")
+    ):
+        if steps and len(solutions[problem_id]) < BEST_OF_N_MAX_SOLUTIONS:
+            solutions[problem_id].append((steps, is_correct))
+    return [BestOfNProblem(problem=texts[pk], solutions=group) for pk, group in solutions.items()]

@@ -179,7 +179,7 @@ def _estimate(method: str, n: int, solved: np.ndarray, problems: int) -> Estimat
     )
 
 
-def best_of_n(
+def estimate_best_of_n(
     *,
     samples: Sequence[Sample],
     n: int,
@@ -263,13 +263,13 @@ def majority_vote(
 
     Answers are grouped by `answer_classes`; a group counts as correct when at least half of
     its samples are graded correct. Ties between groups go to a random one of them. Draws are
-    the same as `best_of_n`'s with the same seed.
+    the same as `estimate_best_of_n`'s with the same seed.
     """
     _check(trials)
     groups = _by_problem(samples)
     pool = _pool_size(groups, pool_size, n)
     rng = np.random.default_rng(seed)
-    ties = np.random.default_rng([seed, 1])  # its own stream: the draws stay best_of_n's
+    ties = np.random.default_rng([seed, 1])  # its own stream: the draws stay estimate_best_of_n's
     solved = np.zeros(trials)
     for group in groups.values():
         answered = [i for i, s in enumerate(group) if s.answer is not None]
@@ -330,7 +330,7 @@ def evaluate(
                     same_answer=same_answer,
                 )
             else:
-                estimate = best_of_n(
+                estimate = estimate_best_of_n(
                     samples=samples,
                     n=n,
                     score=method,

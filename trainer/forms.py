@@ -1,35 +1,47 @@
+"""The researcher's forms: a training run's parameters (drawn from TrainingParams) and a
+generation's selection parameters."""
+
+from dataclasses import fields
 from pathlib import Path
 
 from django import forms
 from django.conf import settings
 
+from trainer.params import InvalidParams, TrainingParams, default_of, value_type
 from trainer.selection import STRATEGIES
 
 
+def _form_field(f) -> forms.Field:
+    """The form field of a TrainingParams field: type, bounds, choices and words from its metadata.
+
+    Every field may be left empty (its default applies), as in the API; open bounds are
+    checked by TrainingParams.from_dict in `clean`.
+    """
+    meta, kind, default = f.metadata, value_type(f), default_of(f)
+    common = {"label": meta["label"], "help_text": meta["help"], "required": False}
+    if kind is bool:
+        return forms.BooleanField(initial=default, **common)
+    if meta["choices"]:
+        return forms.ChoiceField(
+            choices=[(c, c) for c in meta["choices"]], initial=default, **common
+        )
+    if kind is str:
+        return forms.CharField(max_length=1024, initial=default, **common)
+    number = forms.IntegerField if kind is int else forms.FloatField
+    return number(min_value=meta["low"], max_value=meta["high"], initial=default, **common)
+
+
 class TrainingRunForm(forms.Form):
-    epochs = forms.IntegerField(min_value=1, max_value=1000, initial=3)
-    learning_rate = forms.FloatField(min_value=1e-8, max_value=1.0, initial=3e-4)
-    batch_size = forms.IntegerField(min_value=1, max_value=4096, initial=16)
-    max_minutes = forms.FloatField(
-        min_value=0.1, required=False, help_text="Stop training after this long (optional)."
-    )
-    include_qc = forms.BooleanField(
-        required=False, initial=True, label="Include quality-control sessions"
-    )
-    include_screening = forms.BooleanField(
-        required=False, initial=False, label="Include screening sessions"
-    )
-    generation_min = forms.IntegerField(required=False, label="From generation")
-    generation_max = forms.IntegerField(required=False, label="To generation")
-    base_model = forms.CharField(
-        required=False,
-        max_length=1024,
-        help_text="A local Hugging Face checkpoint directory on the GPU worker; empty for the "
-        "configured default (PRM_BASE_MODEL or the tiny built-in model).",
-    )
+    """The TrainingParams fields marked `form=True`; the others keep their defaults."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for f in fields(TrainingParams):
+            if f.metadata["form"]:
+                self.fields[f.name] = _form_field(f)
 
     def clean_base_model(self) -> str:
-        value = self.cleaned_data["base_model"].strip()
+        value = (self.cleaned_data["base_model"] or "").strip()
         if value and not (Path(value) / "config.json").is_file():
             raise forms.ValidationError("No config.json in that directory.")
         return value
@@ -39,6 +51,11 @@ class TrainingRunForm(forms.Form):
         low, high = data.get("generation_min"), data.get("generation_max")
         if low is not None and high is not None and low > high:
             raise forms.ValidationError("The generation range is empty.")
+        if not self.errors:
+            try:
+                self.training_params = TrainingParams.from_dict(self.params())
+            except InvalidParams as exc:
+                raise forms.ValidationError(str(exc)) from None
         return data
 
     def params(self) -> dict:
@@ -59,7 +76,7 @@ class GenerationForm(forms.Form):
         label="Wrong-answer share",
         help_text="Share of the batch that is convincing wrong answers (that strategy only).",
     )
-    qc_count = forms.IntegerField(
+    quality_control_count = forms.IntegerField(
         min_value=0,
         max_value=100_000,
         label="Quality-control solutions",
@@ -70,7 +87,13 @@ class GenerationForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["strategy"].choices = [(name, name) for name in STRATEGIES]
-        for name in ("strategy", "batch_size", "per_problem_cap", "wrong_share", "qc_count"):
+        for name in (
+            "strategy",
+            "batch_size",
+            "per_problem_cap",
+            "wrong_share",
+            "quality_control_count",
+        ):
             self.fields[name].initial = getattr(settings, f"SELECTION_{name.upper()}")
 
     def params(self) -> dict:

@@ -80,7 +80,7 @@ def first_error_metrics(
     }
 
 
-def best_of_n(candidates: Sequence[Sequence[tuple[float, bool]]]) -> dict:
+def best_of_n_accuracy(candidates: Sequence[Sequence[tuple[float, bool]]]) -> dict:
     """Per problem, pick the highest-scored solution; how often is its final answer correct?
 
     `candidates` holds, per problem with at least two solutions, (solution score, is correct)

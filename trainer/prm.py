@@ -108,97 +108,19 @@ class PRMModule(nn.Module):
         `labels` has the shape of `input_ids`, IGNORE everywhere but at step tags; when given,
         the positions are where labels are set and the loss is their mean cross-entropy.
         Without labels, `positions` (a boolean mask) says where to read the head.
-
-        Right-padded rows without a mask or position ids (causal attention keeps pads
-        unseen) go through `_read_out`; packed rows through the whole backbone.
         """
         if labels is not None:
             positions = labels != IGNORE
-        if attention_mask is None and position_ids is None and self._can_read_out(positions):
-            logits = self._read_out(input_ids, positions)
-        else:
-            hidden = self.backbone(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                position_ids=position_ids,
-                use_cache=False,
-            ).last_hidden_state
-            # Only the tag positions go through the head: the rest of the sequence is context.
-            logits = self.head(hidden[positions]).float()
+        hidden = self.backbone(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+        ).last_hidden_state
+        # Only the tag positions go through the head: the rest of the sequence is context.
+        logits = self.head(hidden[positions]).float()
         loss = F.cross_entropy(logits, labels[positions]) if labels is not None else None
         return loss, logits
-
-    def _can_read_out(self, positions: torch.Tensor) -> bool:
-        backbone = self.backbone
-        return (
-            bool(positions.any())
-            and _llama_with_sdpa(backbone)
-            # Its attention below has no dropout.
-            and not (self.training and backbone.config.attention_dropout)
-        )
-
-    def _read_out(self, input_ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """The head's logits at `positions` (a boolean mask), row-major.
-
-        Only the tags are read, so a Llama backbone's last layer runs everywhere only as far
-        as the other positions need it: keys and values. Its queries, attention rows,
-        output projection and MLP run at the tags alone, a few per solution against
-        hundreds of tokens. On the tiny two-layer backbone that is close to half the work,
-        in scoring and in training alike.
-        """
-        from transformers.models.llama.modeling_llama import repeat_kv, rotate_half
-
-        backbone = self.backbone
-        rows, width = input_ids.shape
-        hidden = backbone.embed_tokens(input_ids)
-        position_ids = torch.arange(width, device=input_ids.device).unsqueeze(0)
-        cos, sin = backbone.rotary_emb(hidden, position_ids=position_ids)
-        *early, last = backbone.layers[: backbone.config.num_hidden_layers]
-        for layer in early:
-            hidden = layer(hidden, position_embeddings=(cos, sin), position_ids=position_ids)
-
-        attention = last.self_attn
-        normed = last.input_layernorm(hidden)
-
-        def heads(states: torch.Tensor) -> torch.Tensor:  # (rows, n, dim) -> (rows, heads, n, d)
-            return states.view(rows, states.shape[1], -1, attention.head_dim).transpose(1, 2)
-
-        def rope(states: torch.Tensor, at_cos: torch.Tensor, at_sin: torch.Tensor) -> torch.Tensor:
-            at_cos, at_sin = at_cos.unsqueeze(1), at_sin.unsqueeze(1)  # broadcast over heads
-            return states * at_cos + rotate_half(states) * at_sin
-
-        keys = rope(heads(attention.k_proj(normed)), cos, sin)
-        values = heads(attention.v_proj(normed))
-        keys = repeat_kv(keys, attention.num_key_value_groups)
-        values = repeat_kv(values, attention.num_key_value_groups)
-        # Each row's tags as query slots, padded to the row with the most tags.
-        counts = positions.sum(1)
-        slots = torch.arange(int(counts.max()), device=input_ids.device)
-        used = slots[None, :] < counts[:, None]
-        at = torch.zeros(used.shape, dtype=torch.long, device=input_ids.device)
-        at[used] = positions.nonzero(as_tuple=True)[1]
-        row_index = torch.arange(rows, device=input_ids.device)[:, None]
-        queries = rope(heads(attention.q_proj(normed[row_index, at])), cos[0][at], sin[0][at])
-        visible = position_ids[0][None, None, :] <= at[:, :, None]  # causal, per query slot
-        attended = F.scaled_dot_product_attention(
-            queries, keys, values, attn_mask=visible[:, None], scale=attention.scaling
-        )
-        tagged = hidden[row_index, at] + attention.o_proj(
-            attended.transpose(1, 2).reshape(rows, at.shape[1], -1)
-        )
-        tagged = tagged + last.mlp(last.post_attention_layernorm(tagged))
-        return self.head(backbone.norm(tagged)[used]).float()
-
-
-def _llama_with_sdpa(backbone: nn.Module) -> bool:
-    from transformers import LlamaModel
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
-
-    return (
-        isinstance(backbone, LlamaModel)
-        and backbone.config._attn_implementation == "sdpa"
-        and all(type(layer) is LlamaDecoderLayer for layer in backbone.layers)
-    )
 
 
 @dataclass

@@ -13,10 +13,8 @@ from collections.abc import Iterable
 from django.conf import settings
 from django.db import connection, transaction
 
-from labeling.models import Solution
+from labeling.models import SOLUTION_WRITE_CHUNK, Solution
 from trainer.prm import PRM, configure_threads, solution_score
-
-WRITE_CHUNK = 500
 
 
 def score_solutions(
@@ -62,8 +60,8 @@ def score_solutions(
                 )
             )
         with transaction.atomic():
-            for start_row in range(0, len(updates), WRITE_CHUNK):
-                _write_scores(updates[start_row : start_row + WRITE_CHUNK])
+            for start_row in range(0, len(updates), SOLUTION_WRITE_CHUNK):
+                _write_scores(updates[start_row : start_row + SOLUTION_WRITE_CHUNK])
         written += len(updates)
     return written
 

@@ -1,8 +1,9 @@
-"""Active learning: choose the next generation of solutions to label, and read generations back.
+"""Active learning: choose the next generation of solutions to label and publish it.
 
-One topic read top to bottom, as `labeling/quality.py` is: the strategies (pure functions),
-then the write that publishes a generation, then how it is requested (web, API, after a
-retrain), then the reads behind the generation pages.
+One topic read top to bottom: the strategies (pure functions), then the write that publishes
+a generation, then its parameters and the body of the Celery task. How a selection is queued
+(web, API, after a retrain) is `trainer.pipeline`'s; the generation pages read
+`trainer.selectors`.
 
 A generation is built the way *Let's Verify Step by Step* built theirs:
 
@@ -18,9 +19,10 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
    nearest 0.5. Every strategy takes at most `per_problem_cap` solutions per problem, and ties
    are broken by a seeded hash of the solution id, so the same pool and seed give the same
    generation.
-4. `qc_count` quality-control solutions are reserved on top of the batch and served to every
-   labeler while the generation is current: solutions with gold ratings first (agreement is
-   measured against gold), then seeded-random ones from what is left of the pool.
+4. `quality_control_count` quality-control solutions are reserved on top of the batch and
+   served to every labeler while the generation is current: solutions with gold ratings
+   first (agreement is measured against gold), then seeded-random ones from what is left of
+   the pool.
 5. Each selected solution records its generation, the model version, its score at selection
    and why it was selected (`Solution.selection_*`); the batch's priority is its selection
    order, so the labeling queue serves the newest generation first, most convincing first.
@@ -29,39 +31,32 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
 import hashlib
 import logging
 import math
-import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Avg, Count, Exists, Max, OuterRef, Q, QuerySet, Sum
-from kombu.exceptions import OperationalError as BrokerError
+from django.db.models import Max, QuerySet
 
-from labeling.models import Generation, LabelingSession, SelectionReason, Solution
-from trainer.models import ModelVersion, TrainingRun
+from annotate.errors import Conflict, Invalid
+from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, Solution
+from labeling.selectors import has_submitted_label
+from trainer.models import ModelVersion
 
 if TYPE_CHECKING:
     from trainer.prm import PRM
 
 logger = logging.getLogger(__name__)
 
-WRITE_CHUNK = 500
+
+class InvalidSelection(Invalid):
+    """A selection parameter that is unknown or out of range."""
 
 
-class SelectionRefused(Exception):
-    """A selection request that cannot be applied; the message says why."""
-
-
-class NoActiveModelVersion(SelectionRefused):
-    """Selection needs an active model version to score the pool with."""
-
-
-class BrokerUnavailable(SelectionRefused):
-    """The selection could not be handed to a worker."""
+class SelectionConflict(Conflict):
+    """Nothing to select, or another generation was published at the same moment."""
 
 
 # --- strategies (pure functions) --------------------------------------------------------------
@@ -216,7 +211,7 @@ def choose(
         batch_size=batch_size,
         per_problem_cap=per_problem_cap,
         wrong_share=wrong_share,
-        qc_count=0 if batch_size else 1,
+        quality_control_count=0 if batch_size else 1,
     )
     return STRATEGIES[strategy](
         candidates,
@@ -228,19 +223,26 @@ def choose(
 
 
 def check_params(
-    *, strategy: str, batch_size: int, per_problem_cap: int, wrong_share: float, qc_count: int
+    *,
+    strategy: str,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    quality_control_count: int,
 ) -> None:
-    """SelectionRefused naming the first bad parameter."""
+    """InvalidSelection naming the first bad parameter."""
     if strategy not in STRATEGIES:
-        raise SelectionRefused(f"strategy must be one of {', '.join(sorted(STRATEGIES))}.")
-    if batch_size < 0 or qc_count < 0:
-        raise SelectionRefused("batch_size and qc_count cannot be negative.")
-    if batch_size + qc_count == 0:
-        raise SelectionRefused("batch_size and qc_count are both 0: nothing to select.")
+        raise InvalidSelection(f"strategy must be one of {', '.join(sorted(STRATEGIES))}.")
+    if batch_size < 0 or quality_control_count < 0:
+        raise InvalidSelection("batch_size and quality_control_count cannot be negative.")
+    if batch_size + quality_control_count == 0:
+        raise InvalidSelection(
+            "batch_size and quality_control_count are both 0: nothing to select."
+        )
     if per_problem_cap < 1:
-        raise SelectionRefused("per_problem_cap must be at least 1.")
+        raise InvalidSelection("per_problem_cap must be at least 1.")
     if not 0.0 <= wrong_share <= 1.0:
-        raise SelectionRefused("wrong_share must be between 0 and 1.")
+        raise InvalidSelection("wrong_share must be between 0 and 1.")
 
 
 # --- publishing a generation (the write) ------------------------------------------------------
@@ -248,10 +250,9 @@ def check_params(
 
 def unlabeled_pool() -> QuerySet[Solution]:
     """Solutions selection may pick: unlabeled, not QC or screening, problem not reported bad."""
-    labeled = LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
     return Solution.objects.filter(
         problem__is_bad=False, is_quality_control=False, is_screening=False
-    ).exclude(Exists(labeled))
+    ).exclude(has_submitted_label())
 
 
 def _score_pool(*, model_version: ModelVersion | None, prm: "PRM | None") -> int:
@@ -266,6 +267,7 @@ def _score_pool(*, model_version: ModelVersion | None, prm: "PRM | None") -> int
     )
     if not ids:
         return 0
+    # Imported here to keep torch out of the web process, which never scores.
     from trainer.prm import PRM
     from trainer.score import score_solutions
 
@@ -331,7 +333,7 @@ def select_generation(
     batch_size: int,
     per_problem_cap: int,
     wrong_share: float = 0.8,
-    qc_count: int = 0,
+    quality_control_count: int = 0,
     seed: int = 0,
     prm: "PRM | None" = None,
     request_id: str = "",
@@ -345,7 +347,7 @@ def select_generation(
     - `batch_size` solutions to be labeled once each, at most `per_problem_cap` per problem,
       chosen by `strategy` (a key of STRATEGIES); `wrong_share` is the convincing wrong
       answers' share of the batch (convincing_wrong_answer only);
-    - `qc_count` quality-control solutions on top, served to every labeler;
+    - `quality_control_count` quality-control solutions on top, served to every labeler;
     - `seed` breaks ties (and is the uniform strategy's randomness);
     - `prm`: the loaded model of `model_version`, to skip loading its checkpoint (only used
       when some pool solution lacks this version's score; its scores then become those
@@ -354,15 +356,15 @@ def select_generation(
       one (a redelivered task message).
 
     Returns the new Generation; its `params` record the parameters and what was selected.
-    Raises SelectionRefused for bad parameters, an empty selection, or a generation
-    published at the same moment by someone else.
+    Raises InvalidSelection for bad parameters, SelectionConflict for an empty selection or a
+    generation published at the same moment by someone else.
     """
     check_params(
         strategy=strategy,
         batch_size=batch_size,
         per_problem_cap=per_problem_cap,
         wrong_share=wrong_share,
-        qc_count=qc_count,
+        quality_control_count=quality_control_count,
     )
     if request_id:
         done = Generation.objects.filter(params__request_id=request_id).first()
@@ -382,15 +384,15 @@ def select_generation(
                 seed=seed,
             )
             chosen = {pick.candidate.solution_id for pick in picks}
-            qc = _quality_control(
-                count=qc_count,
+            quality_control_picks = _quality_control(
+                count=quality_control_count,
                 candidates=candidates,
                 chosen=chosen,
                 seed=seed,
                 model_version=model_version,
             )
-            if not picks and not qc:
-                raise SelectionRefused(
+            if not picks and not quality_control_picks:
+                raise SelectionConflict(
                     "Nothing to select: every solution is labeled, reserved for quality control "
                     "or screening, or belongs to a problem reported bad."
                 )
@@ -399,20 +401,27 @@ def select_generation(
                 "batch_size": batch_size,
                 "per_problem_cap": per_problem_cap,
                 "wrong_share": wrong_share,
-                "qc_count": qc_count,
+                "quality_control_count": quality_control_count,
                 "seed": seed,
                 "pool": len(candidates),
                 "scored": scored,
-                "selected": dict(Counter(str(pick.reason) for pick in picks + qc)),
+                "selected": dict(
+                    Counter(str(pick.reason) for pick in picks + quality_control_picks)
+                ),
             }
             if request_id:
                 params["request_id"] = request_id
             generation = Generation.objects.create(
                 number=next_generation_number(), model_version=model_version, params=params
             )
-            _record(generation=generation, picks=picks, qc=qc, model_version=model_version)
+            _record(
+                generation=generation,
+                picks=picks,
+                quality_control_picks=quality_control_picks,
+                model_version=model_version,
+            )
     except IntegrityError:
-        raise SelectionRefused(
+        raise SelectionConflict(
             "Another generation was published at the same moment; try again."
         ) from None
     logger.info("Published %s: %s", generation, params["selected"])
@@ -423,7 +432,7 @@ def _record(
     *,
     generation: Generation,
     picks: list[Pick],
-    qc: list[Pick],
+    quality_control_picks: list[Pick],
     model_version: ModelVersion | None,
 ) -> None:
     updates = [
@@ -437,7 +446,7 @@ def _record(
             priority=float(len(picks) - rank) if rank < len(picks) else 0.0,
             is_quality_control=pick.reason == SelectionReason.QUALITY_CONTROL,
         )
-        for rank, pick in enumerate(picks + qc)
+        for rank, pick in enumerate(picks + quality_control_picks)
     ]
     Solution.objects.bulk_update(
         updates,
@@ -449,13 +458,20 @@ def _record(
             "priority",
             "is_quality_control",
         ],
-        batch_size=WRITE_CHUNK,
+        batch_size=SOLUTION_WRITE_CHUNK,
     )
 
 
-# --- requesting a selection (web, API, after a retrain) ---------------------------------------
+# --- the parameters and the task's body --------------------------------------------------------
 
-PARAM_NAMES = ("strategy", "batch_size", "per_problem_cap", "wrong_share", "qc_count", "seed")
+PARAM_NAMES = (
+    "strategy",
+    "batch_size",
+    "per_problem_cap",
+    "wrong_share",
+    "quality_control_count",
+    "seed",
+)
 
 
 def selection_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -463,59 +479,18 @@ def selection_params(overrides: Mapping[str, Any] | None = None) -> dict[str, An
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     unknown = set(overrides) - set(PARAM_NAMES)
     if unknown:
-        raise SelectionRefused(f"Unknown selection parameter(s): {', '.join(sorted(unknown))}.")
+        raise InvalidSelection(f"Unknown selection parameter(s): {', '.join(sorted(unknown))}.")
     defaults = {
         "strategy": settings.SELECTION_STRATEGY,
         "batch_size": settings.SELECTION_BATCH_SIZE,
         "per_problem_cap": settings.SELECTION_PER_PROBLEM_CAP,
         "wrong_share": settings.SELECTION_WRONG_SHARE,
-        "qc_count": settings.SELECTION_QC_COUNT,
+        "quality_control_count": settings.SELECTION_QUALITY_CONTROL_COUNT,
         "seed": 0,
     }
     params = {**defaults, **overrides}
     check_params(**{k: params[k] for k in PARAM_NAMES if k != "seed"})
     return params
-
-
-@dataclass(frozen=True)
-class QueuedSelection:
-    task_id: str
-    model_version: ModelVersion
-    params: dict[str, Any]
-
-
-def active_model_version() -> ModelVersion:
-    version = ModelVersion.objects.filter(is_active=True).first()
-    if version is None:
-        raise NoActiveModelVersion(
-            "No model version is active: train one (or activate one) before selecting."
-        )
-    return version
-
-
-def request_generation(*, params: Mapping[str, Any] | None = None) -> QueuedSelection:
-    """Queue the selection of the next generation with the active model version.
-
-    Scoring needs the model, so selection runs on a GPU worker (Celery task
-    `select_generation`, queue `gpu`); the generation appears once it is done.
-    """
-    cleaned = selection_params(params)
-    version = active_model_version()
-    return _enqueue(model_version=version, params=cleaned)
-
-
-def _enqueue(*, model_version: ModelVersion, params: dict[str, Any]) -> QueuedSelection:
-    from trainer import tasks
-
-    task_id = str(uuid.uuid4())
-    try:
-        tasks.select_generation.apply_async((model_version.pk, params), task_id=task_id)
-    except (BrokerError, OSError) as exc:
-        logger.warning("Could not queue selection with %s: %s", model_version, exc)
-        raise BrokerUnavailable(
-            f"Could not queue the selection: the task broker is unreachable ({exc})."
-        ) from None
-    return QueuedSelection(task_id=task_id, model_version=model_version, params=params)
 
 
 def execute_selection(
@@ -527,175 +502,6 @@ def execute_selection(
         return select_generation(
             model_version=version, request_id=request_id, **selection_params(params)
         )
-    except SelectionRefused as exc:
+    except (InvalidSelection, SelectionConflict) as exc:
         logger.warning("No generation selected with %s: %s", version, exc)
         return None
-
-
-AFTER_RETRAIN = ("scheduled", "always", "never")
-
-
-def select_after_retrain(*, run_id: int, model_version_id: int) -> str | None:
-    """Queue selection after a successful retrain, as SELECTION_AFTER_RETRAIN says.
-
-    Only a version that became active selects (the active model scores and selects);
-    "scheduled" chains only runs the periodic schedule started. Returns the task id, if any.
-    A broker that is down is logged, not raised: the run itself succeeded.
-    """
-    mode = settings.SELECTION_AFTER_RETRAIN
-    if mode not in AFTER_RETRAIN:
-        logger.error("SELECTION_AFTER_RETRAIN=%r is not one of %s", mode, ", ".join(AFTER_RETRAIN))
-        return None
-    run = TrainingRun.objects.get(pk=run_id)
-    version = ModelVersion.objects.get(pk=model_version_id)
-    if mode == "never" or (mode == "scheduled" and run.triggered_by_id is not None):
-        return None
-    if not version.is_active:
-        return None
-    try:
-        return _enqueue(model_version=version, params=selection_params()).task_id
-    except SelectionRefused as exc:
-        logger.error("Selection after %s not queued: %s", run, exc)
-        return None
-
-
-# --- reads: the generation pages --------------------------------------------------------------
-
-
-@dataclass
-class GenerationSummary:
-    generation: Generation
-    size: int = 0  # solutions in it now, quality control included
-    quality_control: int = 0
-    wrong_answers: int = 0  # of the batch (not QC): final answer wrong
-    mean_selection_score: float | None = None  # of the batch, at selection
-    labeled_solutions: int = 0  # of the batch: submitted by at least one labeler
-    labels: int = 0  # submitted sessions served from this generation, QC included
-    by_reason: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def batch(self) -> int:
-        return self.size - self.quality_control
-
-    @property
-    def wrong_answer_share(self) -> float | None:
-        return self.wrong_answers / self.batch if self.batch else None
-
-    @property
-    def labeled_share(self) -> float | None:
-        return self.labeled_solutions / self.batch if self.batch else None
-
-
-def _summaries(generations: Sequence[Generation]) -> list[GenerationSummary]:
-    ids = [g.pk for g in generations]
-    summaries = {g.pk: GenerationSummary(generation=g) for g in generations}
-    labeled = LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
-    batch = Q(is_quality_control=False)
-    for row in (
-        Solution.objects.filter(generation_id__in=ids)
-        .values("generation_id")
-        .annotate(
-            size=Count("pk"),
-            quality_control=Count("pk", filter=Q(is_quality_control=True)),
-            wrong_answers=Count("pk", filter=batch & Q(is_correct=False)),
-            mean_selection_score=Avg("selection_score", filter=batch),
-        )
-        .order_by()
-    ):
-        summary = summaries[row.pop("generation_id")]
-        for key, value in row.items():
-            setattr(summary, key, value)
-    for generation_id, count in (
-        Solution.objects.filter(generation_id__in=ids, is_quality_control=False)
-        .filter(Exists(labeled))
-        .values("generation_id")
-        .annotate(count=Count("pk"))
-        .values_list("generation_id", "count")
-        .order_by()
-    ):
-        summaries[generation_id].labeled_solutions = count
-    for generation_id, count in (
-        LabelingSession.objects.filter(generation_id__in=ids, submitted_at__isnull=False)
-        .values("generation_id")
-        .annotate(count=Count("pk"))
-        .values_list("generation_id", "count")
-        .order_by()
-    ):
-        summaries[generation_id].labels = count
-    for generation_id, reason, count in (
-        Solution.objects.filter(generation_id__in=ids)
-        .exclude(selection_reason="")
-        .values("generation_id", "selection_reason")
-        .annotate(count=Count("pk"))
-        .values_list("generation_id", "selection_reason", "count")
-        .order_by()
-    ):
-        summaries[generation_id].by_reason[reason] = count
-    return [summaries[g.pk] for g in generations]
-
-
-def generation_summaries() -> list[GenerationSummary]:
-    """Every generation, newest first, with its size, composition and labels so far."""
-    generations = list(Generation.objects.select_related("model_version").order_by("-number"))
-    return _summaries(generations)
-
-
-@dataclass
-class LabelerProgress:
-    uuid: str
-    username: str
-    submitted: int  # sessions of this generation submitted, QC included
-    quality_control: int  # of which quality control
-    open: int  # sessions still open (being labeled)
-    time_ms: int  # time on task in submitted sessions
-    last_submitted_at: datetime | None
-
-
-@dataclass
-class GenerationDetail:
-    summary: GenerationSummary
-    labelers: list[LabelerProgress]
-    reason_labels: dict[str, str]
-    is_current: bool
-
-
-def generation_detail(*, generation_id: int) -> GenerationDetail:
-    """One generation's summary and each labeler's progress on it (Generation.DoesNotExist)."""
-    generation = Generation.objects.select_related("model_version").get(pk=generation_id)
-    summary = _summaries([generation])[0]
-    rows = (
-        LabelingSession.objects.filter(generation=generation, abandoned_at__isnull=True)
-        .values("labeler_id", "labeler__uuid", "labeler__user__username")
-        .annotate(
-            submitted=Count("pk", filter=Q(submitted_at__isnull=False)),
-            quality_control=Count(
-                "pk", filter=Q(submitted_at__isnull=False, is_quality_control=True)
-            ),
-            open=Count("pk", filter=Q(submitted_at__isnull=True)),
-            time_ms=Sum("total_time", filter=Q(submitted_at__isnull=False)),
-            last_submitted_at=Max("submitted_at"),
-        )
-        .order_by()
-    )
-    labelers = sorted(
-        (
-            LabelerProgress(
-                uuid=str(row["labeler__uuid"]),
-                username=row["labeler__user__username"],
-                submitted=row["submitted"],
-                quality_control=row["quality_control"],
-                open=row["open"],
-                time_ms=row["time_ms"] or 0,
-                last_submitted_at=row["last_submitted_at"],
-            )
-            for row in rows
-        ),
-        key=lambda p: (-p.submitted, p.uuid),
-    )
-    newest = Generation.objects.filter(number__gte=0).order_by("-number").first()
-    return GenerationDetail(
-        summary=summary,
-        labelers=labelers,
-        reason_labels=dict(SelectionReason.choices),
-        is_current=newest is not None and newest.pk == generation.pk,
-    )

@@ -1,6 +1,7 @@
-"""Reads for the researcher pages and the retrain schedule."""
+"""Reads for the researcher pages and the retrain schedule: runs, model versions, the active
+version, inspection of the PRM beside human ratings, and generations of active learning."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -8,12 +9,14 @@ from typing import Any
 from django.conf import settings
 from django.db import NotSupportedError
 from django.db.models import (
+    Avg,
     Case,
     Count,
     F,
     FloatField,
     Func,
     Max,
+    Q,
     QuerySet,
     Sum,
     Value,
@@ -21,7 +24,15 @@ from django.db.models import (
 )
 from django.db.models.functions import Abs
 
-from labeling.models import Labeler, LabelingSession, Solution, StepRating
+from labeling.models import (
+    Generation,
+    Labeler,
+    LabelingSession,
+    SelectionReason,
+    Solution,
+    StepRating,
+)
+from labeling.selectors import current_generation, has_submitted_label
 from trainer.models import ModelVersion, TrainingRun
 
 
@@ -45,6 +56,7 @@ def model_versions() -> QuerySet[ModelVersion]:
 
 
 def active_model_version() -> ModelVersion | None:
+    """The version that scores and selects; callers that need one raise NoActiveModelVersion."""
     return ModelVersion.objects.filter(is_active=True).first()
 
 
@@ -56,24 +68,24 @@ def key_metric(metrics: dict | None) -> float | None:
 # --- inspection: the PRM's step scores beside the human ratings ------------------------------
 
 
-def neutral_counts_as_ok(*, model_version: ModelVersion | None) -> bool:
+def neutral_as_positive(*, model_version: ModelVersion | None) -> bool:
     """Whether this version's step score p(step ok) counts a 0 ("okay") step as ok.
 
     It is the `neutral_as_positive` parameter of the run that trained the version; imported
-    checkpoints (no run) use the default, neutral as ok.
+    checkpoints (no run) use the default, neutral as positive.
     """
     run = model_version.training_run if model_version is not None else None
     return bool((run.params if run is not None else {}).get("neutral_as_positive", True))
 
 
-def step_disagreement(*, prm_score: float, rating: int, neutral_as_ok: bool) -> float:
+def step_disagreement(*, prm_score: float, rating: int, neutral_as_positive: bool) -> float:
     """|PRM step score - the human rating read as p(step ok)|, from 0 (agree) to 1.
 
     The PRM's step score estimates p(step ok), so a rating is mapped onto the same scale:
     +1 is 1, -1 is 0, and 0 is 1 or 0 as the scoring version counts neutral steps
-    (`neutral_counts_as_ok`). `disagreements` computes the same number in SQL.
+    (`neutral_as_positive`). `disagreements` computes the same number in SQL.
     """
-    target = 1.0 if rating == 1 or (rating == 0 and neutral_as_ok) else 0.0
+    target = 1.0 if rating == 1 or (rating == 0 and neutral_as_positive) else 0.0
     return abs(prm_score - target)
 
 
@@ -122,7 +134,7 @@ def disagreements(*, model_version: ModelVersion) -> QuerySet:
     query, so the list can be paginated in the database (`with_solutions` fetches a page's
     solutions).
     """
-    neutral = 1.0 if neutral_counts_as_ok(model_version=model_version) else 0.0
+    neutral = 1.0 if neutral_as_positive(model_version=model_version) else 0.0
     target = Case(
         When(rating=1, then=Value(1.0)),
         When(rating=0, then=Value(neutral)),
@@ -196,7 +208,7 @@ class SolutionInspection:
     steps: list[InspectedStep]
     sessions: int
     active_version: ModelVersion | None
-    neutral_as_ok: bool
+    neutral_as_positive: bool
 
     @property
     def scored_by_active(self) -> bool:
@@ -220,7 +232,7 @@ def solution_inspection(*, solution_id: int) -> SolutionInspection:
         pk=solution_id
     )
     scores = solution.prm_step_scores if isinstance(solution.prm_step_scores, list) else []
-    neutral_as_ok = neutral_counts_as_ok(model_version=solution.prm_model_version)
+    neutral = neutral_as_positive(model_version=solution.prm_model_version)
     steps = [
         InspectedStep(
             index=index,
@@ -248,7 +260,7 @@ def solution_inspection(*, solution_id: int) -> SolutionInspection:
                 disagreement=None
                 if step.prm_score is None
                 else step_disagreement(
-                    prm_score=step.prm_score, rating=rating.rating, neutral_as_ok=neutral_as_ok
+                    prm_score=step.prm_score, rating=rating.rating, neutral_as_positive=neutral
                 ),
             )
         )
@@ -258,5 +270,146 @@ def solution_inspection(*, solution_id: int) -> SolutionInspection:
         steps=steps,
         sessions=sessions,
         active_version=active_model_version(),
-        neutral_as_ok=neutral_as_ok,
+        neutral_as_positive=neutral,
+    )
+
+
+# --- generations: the generation pages -------------------------------------------------------
+
+
+@dataclass
+class GenerationSummary:
+    generation: Generation
+    size: int = 0  # solutions in it now, quality control included
+    quality_control: int = 0
+    wrong_answers: int = 0  # of the batch (not QC): final answer wrong
+    mean_selection_score: float | None = None  # of the batch, at selection
+    labeled_solutions: int = 0  # of the batch: submitted by at least one labeler
+    labels: int = 0  # submitted sessions served from this generation, QC included
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def batch(self) -> int:
+        return self.size - self.quality_control
+
+    @property
+    def wrong_answer_share(self) -> float | None:
+        return self.wrong_answers / self.batch if self.batch else None
+
+    @property
+    def labeled_share(self) -> float | None:
+        return self.labeled_solutions / self.batch if self.batch else None
+
+
+def _summaries(generations: Sequence[Generation]) -> list[GenerationSummary]:
+    ids = [g.pk for g in generations]
+    summaries = {g.pk: GenerationSummary(generation=g) for g in generations}
+    batch = Q(is_quality_control=False)
+    for row in (
+        Solution.objects.filter(generation_id__in=ids)
+        .values("generation_id")
+        .annotate(
+            size=Count("pk"),
+            quality_control=Count("pk", filter=Q(is_quality_control=True)),
+            wrong_answers=Count("pk", filter=batch & Q(is_correct=False)),
+            mean_selection_score=Avg("selection_score", filter=batch),
+        )
+        .order_by()
+    ):
+        summary = summaries[row.pop("generation_id")]
+        for key, value in row.items():
+            setattr(summary, key, value)
+    for generation_id, count in (
+        Solution.objects.filter(generation_id__in=ids, is_quality_control=False)
+        .filter(has_submitted_label())
+        .values("generation_id")
+        .annotate(count=Count("pk"))
+        .values_list("generation_id", "count")
+        .order_by()
+    ):
+        summaries[generation_id].labeled_solutions = count
+    for generation_id, count in (
+        LabelingSession.objects.filter(generation_id__in=ids, submitted_at__isnull=False)
+        .values("generation_id")
+        .annotate(count=Count("pk"))
+        .values_list("generation_id", "count")
+        .order_by()
+    ):
+        summaries[generation_id].labels = count
+    for generation_id, reason, count in (
+        Solution.objects.filter(generation_id__in=ids)
+        .exclude(selection_reason="")
+        .values("generation_id", "selection_reason")
+        .annotate(count=Count("pk"))
+        .values_list("generation_id", "selection_reason", "count")
+        .order_by()
+    ):
+        summaries[generation_id].by_reason[reason] = count
+    return [summaries[g.pk] for g in generations]
+
+
+def generation_summaries() -> list[GenerationSummary]:
+    """Every generation, newest first, with its size, composition and labels so far."""
+    generations = list(Generation.objects.select_related("model_version").order_by("-number"))
+    return _summaries(generations)
+
+
+@dataclass
+class LabelerProgress:
+    uuid: str
+    username: str
+    submitted: int  # sessions of this generation submitted, QC included
+    quality_control: int  # of which quality control
+    open: int  # sessions still open (being labeled)
+    time_ms: int  # time on task in submitted sessions
+    last_submitted_at: datetime | None
+
+
+@dataclass
+class GenerationDetail:
+    summary: GenerationSummary
+    labelers: list[LabelerProgress]
+    reason_labels: dict[str, str]
+    is_current: bool
+
+
+def generation_detail(*, generation_id: int) -> GenerationDetail:
+    """One generation's summary and each labeler's progress on it (Generation.DoesNotExist)."""
+    generation = Generation.objects.select_related("model_version").get(pk=generation_id)
+    summary = _summaries([generation])[0]
+    rows = (
+        LabelingSession.objects.filter(generation=generation, abandoned_at__isnull=True)
+        .values("labeler_id", "labeler__uuid", "labeler__user__username")
+        .annotate(
+            submitted=Count("pk", filter=Q(submitted_at__isnull=False)),
+            quality_control=Count(
+                "pk", filter=Q(submitted_at__isnull=False, is_quality_control=True)
+            ),
+            open=Count("pk", filter=Q(submitted_at__isnull=True)),
+            time_ms=Sum("total_time", filter=Q(submitted_at__isnull=False)),
+            last_submitted_at=Max("submitted_at"),
+        )
+        .order_by()
+    )
+    labelers = sorted(
+        (
+            LabelerProgress(
+                uuid=str(row["labeler__uuid"]),
+                username=row["labeler__user__username"],
+                submitted=row["submitted"],
+                quality_control=row["quality_control"],
+                open=row["open"],
+                time_ms=row["time_ms"] or 0,
+                last_submitted_at=row["last_submitted_at"],
+            )
+            for row in rows
+        ),
+        key=lambda p: (-p.submitted, p.uuid),
+    )
+    newest = current_generation()
+    return GenerationDetail(
+        summary=summary,
+        labelers=labelers,
+        reason_labels=dict(SelectionReason.choices),
+        is_current=newest is not None and newest.pk == generation.pk,
     )

@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from labeling.models import Generation
 from trainer.models import ModelVersion, TrainingRun
+from trainer.params import TrainingParams
 from trainer.selection import STRATEGIES
 
 
@@ -40,9 +41,13 @@ class TrainingRunRequestSerializer(serializers.Serializer):
         required=False,
         default=dict,
         help_text="Training parameters (epochs, learning_rate, batch_size, max_minutes, "
-        "include_qc, include_screening, generation_min, generation_max, ...); "
-        "missing ones take their defaults.",
+        "include_quality_control, include_screening, generation_min, generation_max, ...: "
+        "the fields of trainer.params.TrainingParams); missing ones take their defaults.",
     )
+
+    def validate_params(self, value: dict) -> TrainingParams:
+        # InvalidParams is a domain error: the API's exception handler answers 400 with it.
+        return TrainingParams.from_dict(value)
 
 
 class ModelVersionSerializer(serializers.ModelSerializer):
@@ -67,7 +72,7 @@ class GenerationRequestSerializer(serializers.Serializer):
     batch_size = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
     per_problem_cap = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
     wrong_share = serializers.FloatField(min_value=0.0, max_value=1.0, required=False)
-    qc_count = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
+    quality_control_count = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
 
 

@@ -1,5 +1,7 @@
-"""Celery shells around trainer.services and trainer.selection. Routing: training, scoring and
-selection on `gpu`, the periodic check on `default` (CELERY_TASK_ROUTES).
+"""Celery shells around trainer.runs, trainer.pipeline and trainer.selection. Routing: training,
+scoring and selection on `gpu`, the periodic check on `default` (CELERY_TASK_ROUTES).
+
+Nothing imports this module: `trainer.pipeline` queues these tasks by name.
 
 Delivery choices for training: `acks_late=True` so a message taken by a worker that dies
 before it starts the run is delivered again, and `reject_on_worker_lost` left off so a run
@@ -25,7 +27,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils import timezone
 
-from trainer import selection, services
+from trainer import pipeline, runs, selection
 
 
 @shared_task(
@@ -34,8 +36,8 @@ from trainer import selection, services
     soft_time_limit=settings.PRM_TRAIN_SOFT_TIME_LIMIT,
     time_limit=settings.PRM_TRAIN_TIME_LIMIT,
 )
-def train_prm(self, run_id: int) -> str:
-    run = services.execute_training_run(run_id=run_id, worker_hostname=self.request.hostname or "")
+def train_task(self, run_id: int) -> str:
+    run = runs.execute_training_run(run_id=run_id, worker_hostname=self.request.hostname or "")
     return run.status
 
 
@@ -44,9 +46,9 @@ def train_prm(self, run_id: int) -> str:
     soft_time_limit=settings.PRM_SCORE_SOFT_TIME_LIMIT,
     time_limit=settings.PRM_SCORE_TIME_LIMIT,
 )
-def score_solutions(model_version_id: int, solution_ids: list[int] | None = None) -> int:
+def score_task(model_version_id: int, solution_ids: list[int] | None = None) -> int:
     # Idempotent (the same version writes the same scores), so a redelivery is harmless.
-    return services.score_with_model_version(
+    return pipeline.score_with_model_version(
         model_version_id=model_version_id, solution_ids=solution_ids
     )
 
@@ -57,7 +59,7 @@ def score_solutions(model_version_id: int, solution_ids: list[int] | None = None
     soft_time_limit=settings.PRM_SCORE_SOFT_TIME_LIMIT,
     time_limit=settings.PRM_SCORE_TIME_LIMIT,
 )
-def select_generation(self, model_version_id: int, params: dict) -> int | None:
+def select_generation_task(self, model_version_id: int, params: dict) -> int | None:
     # Scores the pool, so it runs where the model does (queue gpu). A redelivered message
     # finds the generation its task id already published and selects nothing twice.
     generation = selection.execute_selection(
@@ -67,11 +69,11 @@ def select_generation(self, model_version_id: int, params: dict) -> int | None:
 
 
 @shared_task
-def periodic_retrain() -> int | None:
-    services.requeue_unfinished_scoring(
+def periodic_retrain_task() -> int | None:
+    pipeline.requeue_unfinished_scoring(
         activated_before=timezone.now() - timedelta(seconds=settings.PRM_SCORE_TIME_LIMIT)
     )
-    run = services.maybe_start_scheduled_training()
+    run = runs.maybe_start_scheduled_training()
     return run.pk if run else None
 
 
@@ -79,7 +81,7 @@ def periodic_retrain() -> int | None:
 def fail_runs_of_dead_workers(sender=None, **kwargs) -> None:
     # A worker that starts under the name of one that was killed mid-run finds that run
     # at once, without waiting for its heartbeat to go stale.
-    services.mark_stale_runs_failed(
+    runs.mark_stale_runs_failed(
         older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS),
         worker_hostname=getattr(sender, "hostname", "") or "",
     )
@@ -88,4 +90,4 @@ def fail_runs_of_dead_workers(sender=None, **kwargs) -> None:
 @worker_ready.connect
 def finish_interrupted_scoring(sender=None, **kwargs) -> None:
     # A worker killed mid-scoring left part of the pool with the previous version's scores.
-    services.requeue_unfinished_scoring()
+    pipeline.requeue_unfinished_scoring()

@@ -5,54 +5,43 @@ ours, on torch + transformers schedules + accelerate (device placement, bf16 aut
 multi-GPU when started with `accelerate launch`). On CUDA each micro-batch is packed into one
 padding-free row (position ids restart per example, a block-diagonal mask keeps examples
 apart); on CPU it is a padded fp32 batch.
+
+The loop reads no database: it trains on the examples it is given and scores the best-of-N
+problems it is given (`trainer.dataset` builds both), so it runs the same in a worker, a
+bench or the simulation.
 """
+
+from __future__ import annotations
 
 import math
 import random
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from trainer import metrics as m
-from trainer.dataset import Example, corpus
-from trainer.prm import IGNORE, PRM, PRMSettings, configure_threads, pack, pad, solution_score
+from trainer.params import SCHEDULES, TrainingParams
+from trainer.prm import (
+    AGGREGATIONS,
+    IGNORE,
+    PRM,
+    PRMSettings,
+    configure_threads,
+    pack,
+    pad,
+    solution_score,
+)
+
+if TYPE_CHECKING:
+    # Types only: trainer.dataset reads the ORM, and the loop must not need Django.
+    from trainer.dataset import BestOfNProblem, Example
 
 WEIGHT_DECAY = 0.01
 EVAL_BATCH_SIZE = 32
-# Best-of-N reads every solution of the held-out problems; these caps bound its cost.
-BEST_OF_N_MAX_PROBLEMS = 500
-BEST_OF_N_MAX_SOLUTIONS = 64
-SCHEDULES = ("cosine", "linear", "constant")
-
-
-@dataclass
-class TrainParams:
-    epochs: int = 3
-    learning_rate: float = 3e-4
-    batch_size: int = 16
-    grad_accum: int = 1
-    warmup_ratio: float = 0.1
-    schedule: str = "cosine"
-    max_grad_norm: float = 1.0
-    seed: int = 0
-    max_seconds: float | None = None
-    eval_fraction: float = 0.1
-    neutral_as_positive: bool = True
-    aggregation: str = "product"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "TrainParams":
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"Unknown training parameters: {', '.join(sorted(unknown))}.")
-        return cls(**d)
 
 
 @dataclass
@@ -70,16 +59,23 @@ def train_prm(
     *,
     train: list[Example],
     eval: list[Example],
-    params: TrainParams,
+    params: TrainingParams,
     base_model: str | None,
     out_dir: Path,
     on_progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    best_of_n_problems: Sequence[BestOfNProblem] = (),
 ) -> TrainResult:
     """Train a PRM on `train`, evaluate on `eval` each epoch, write it to `out_dir`.
 
     `out_dir` must not exist; it is written (atomically) only when training completes or
-    reaches `params.max_seconds`. `should_stop` is asked at every optimizer step.
+    reaches `params.max_seconds`. `should_stop` is asked at every optimizer step. The
+    held-out metrics include best-of-N over `best_of_n_problems`
+    (`trainer.dataset.best_of_n_problems` of the held-out examples); without them its
+    metrics are None.
+
+    Of `params`, the data filters and `base_model` are the caller's business (they chose
+    `train`, `eval` and the `base_model` argument); the loop reads the rest.
     """
     from accelerate import Accelerator
 
@@ -90,6 +86,10 @@ def train_prm(
         raise ValueError("No training examples.")
     if params.schedule not in SCHEDULES:
         raise ValueError(f"Unknown schedule {params.schedule!r}: use one of {SCHEDULES}.")
+    if params.aggregation not in AGGREGATIONS:
+        raise ValueError(
+            f"Unknown aggregation {params.aggregation!r}: use one of {sorted(AGGREGATIONS)}."
+        )
     emit = on_progress or (lambda event: None)
     stop = should_stop or (lambda: False)
     started = time.monotonic()
@@ -102,7 +102,7 @@ def train_prm(
     emit({"log": f"Building the PRM ({base_model or 'built-in tiny backbone'})."})
     prm = PRM.build(
         base_model=base_model,
-        corpus=corpus(train + eval),
+        corpus=tokenizer_corpus([*train, *eval]),
         settings=PRMSettings(
             neutral_as_positive=params.neutral_as_positive, aggregation=params.aggregation
         ),
@@ -172,7 +172,7 @@ def train_prm(
                 out_of_time = True
                 break
 
-        metrics = evaluate(prm, eval, batch_size=EVAL_BATCH_SIZE)
+        metrics = evaluate(prm, eval, best_of_n_problems=best_of_n_problems)
         metrics["train_loss"] = sum(losses) / len(losses) if losses else None
         epochs.append({"epoch": epoch, **metrics})
         emit({"epoch": epoch, "metrics": metrics})
@@ -189,7 +189,7 @@ def train_prm(
     return TrainResult(checkpoint_dir=out_dir, epochs=epochs, final_metrics=dict(epochs[-1]))
 
 
-def _scheduler(params: TrainParams, optimizer, total_steps: int):
+def _scheduler(params: TrainingParams, optimizer, total_steps: int):
     from transformers import (
         get_constant_schedule_with_warmup,
         get_cosine_schedule_with_warmup,
@@ -228,7 +228,13 @@ def _packed(rows, attn_implementation: str) -> dict:
     }
 
 
-def evaluate(prm: PRM, examples: list[Example], *, batch_size: int = EVAL_BATCH_SIZE) -> dict:
+def evaluate(
+    prm: PRM,
+    examples: Sequence[Example],
+    *,
+    best_of_n_problems: Sequence[BestOfNProblem] = (),
+    batch_size: int = EVAL_BATCH_SIZE,
+) -> dict:
     """Held-out metrics; every key is present, None where the data cannot tell."""
     result: dict = {"eval_examples": len(examples)}
     probs = prm.class_probabilities(
@@ -248,46 +254,36 @@ def evaluate(prm: PRM, examples: list[Example], *, batch_size: int = EVAL_BATCH_
         m.step_metrics(scores, labels, neutral_as_positive=prm.settings.neutral_as_positive)
     )
     result.update(m.first_error_metrics(scores, labels))
-    result.update(best_of_n(prm, examples))
+    result.update(
+        m.best_of_n_accuracy(score_best_of_n_candidates(prm, best_of_n_problems, batch_size))
+    )
     return result
 
 
-def best_of_n(prm: PRM, examples: list[Example]) -> dict:
-    """Best-of-N over every stored solution of the held-out problems that have several."""
-    from django.db.models import Count
-
-    from labeling.models import Problem, Solution
-
-    problem_ids = sorted({e.problem_id for e in examples if e.solution_id is not None})
-    if not problem_ids:
-        return m.best_of_n([])
-    several = list(
-        Problem.objects.filter(pk__in=problem_ids)
-        .annotate(n=Count("solutions"))
-        .filter(n__gte=2)
-        .order_by("pk")
-        .values_list("pk", "text")[:BEST_OF_N_MAX_PROBLEMS]
-    )
-    texts = dict(several)
-    by_problem: dict[int, list[tuple[list[str], bool]]] = {pk: [] for pk in texts}
-    for problem_id, steps, is_correct in (
-        Solution.objects.filter(problem_id__in=texts.keys())
-        .order_by("problem_id", "pk")
-        .values_list("problem_id", "steps", "is_correct")
-    ):
-        if steps and len(by_problem[problem_id]) < BEST_OF_N_MAX_SOLUTIONS:
-            by_problem[problem_id].append((steps, is_correct))
-    flat = [(pk, steps, ok) for pk, group in by_problem.items() for steps, ok in group]
+def score_best_of_n_candidates(
+    prm: PRM, problems: Sequence[BestOfNProblem], batch_size: int = EVAL_BATCH_SIZE
+) -> list[list[tuple[float, bool]]]:
+    """Per problem, (solution score, is correct) of each of its solutions, scored by `prm`."""
+    flat = [(i, steps, ok) for i, p in enumerate(problems) for steps, ok in p.solutions]
     step_scores = prm.score(
-        problems=[texts[pk] for pk, _, _ in flat],
+        problems=[problems[i].problem for i, _, _ in flat],
         steps=[steps for _, steps, _ in flat],
-        batch_size=EVAL_BATCH_SIZE,
+        batch_size=batch_size,
     )
-    candidates: dict[int, list[tuple[float, bool]]] = {pk: [] for pk in by_problem}
-    for (pk, _, ok), scores in zip(flat, step_scores, strict=True):
-        score = solution_score(scores, aggregation=prm.settings.aggregation)
-        candidates[pk].append((score, ok))
-    return m.best_of_n(list(candidates.values()))
+    candidates: list[list[tuple[float, bool]]] = [[] for _ in problems]
+    for (i, _, ok), scores in zip(flat, step_scores, strict=True):
+        candidates[i].append((solution_score(scores, aggregation=prm.settings.aggregation), ok))
+    return candidates
+
+
+def tokenizer_corpus(examples: Sequence[Example]) -> Iterator[str]:
+    """The texts a built-in tokenizer is trained on: each problem once, then every step."""
+    seen: set[int] = set()
+    for example in examples:
+        if example.problem_id not in seen:
+            seen.add(example.problem_id)
+            yield example.problem
+        yield from example.steps
 
 
 def _summary(metrics: dict) -> str:

@@ -1,6 +1,9 @@
 """Researcher pages: training runs (start, watch, cancel), model versions (activate),
 inspection (one solution's steps beside the PRM's scores; where PRM and humans disagree) and
-generations of active learning (composition, labelers' progress, publish the next one)."""
+generations of active learning (composition, labelers' progress, publish the next one).
+
+A refusal on a form page is shown on that page, with the status annotate.errors gives its kind.
+"""
 
 from django.conf import settings
 from django.contrib import messages
@@ -11,9 +14,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from annotate.errors import DomainError, http_status
 from labeling.models import Generation, Solution
 from labeling.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
-from trainer import selection, selectors, services
+from trainer import model_versions, pipeline, runs, selectors
 from trainer.forms import GenerationForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 
@@ -31,10 +35,10 @@ def _run_or_404(run_id: int) -> TrainingRun:
 
 
 def _recent_runs() -> list[TrainingRun]:
-    runs = list(selectors.training_runs()[:100])
-    for run in runs:
+    recent = list(selectors.training_runs()[:100])
+    for run in recent:
         run.key_metric = selectors.key_metric(run.metrics[-1] if run.metrics else None)
-    return runs
+    return recent
 
 
 @login_required
@@ -46,21 +50,21 @@ def run_list(request: HttpRequest) -> HttpResponse:
         status = 400
         if form.is_valid():
             try:
-                run = services.request_training_run(user=request.user, params=form.params())
-            except services.TrainingRefused as exc:
+                run = runs.request_training_run(user=request.user, params=form.training_params)
+            except DomainError as exc:
                 messages.error(request, str(exc))
-                status = 409
+                status = http_status(exc)
             else:
                 messages.success(request, f"Training run {run.pk} is queued.")
                 return redirect("run-detail", run_id=run.pk)
-    runs = _recent_runs()
+    recent = _recent_runs()
     return render(
         request,
         "trainer/run_list.html",
         {
-            "runs": runs,
+            "runs": recent,
             "form": form,
-            "live": any(run.is_live for run in runs),
+            "live": any(run.is_live for run in recent),
             "metric": settings.PRM_PROMOTE_METRIC,
         },
         status=status,
@@ -71,13 +75,13 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_table(request: HttpRequest) -> HttpResponse:
     """The runs table alone, polled by htmx while a run is live."""
     _require_researcher(request)
-    runs = _recent_runs()
+    recent = _recent_runs()
     return render(
         request,
         "trainer/_run_table.html",
         {
-            "runs": runs,
-            "live": any(run.is_live for run in runs),
+            "runs": recent,
+            "live": any(run.is_live for run in recent),
             "metric": settings.PRM_PROMOTE_METRIC,
         },
     )
@@ -134,8 +138,8 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     _require_researcher(request)
     _run_or_404(run_id)
     try:
-        run = services.cancel_training_run(run_id=run_id)
-    except services.TrainingRefused as exc:
+        run = runs.cancel_training_run(run_id=run_id)
+    except DomainError as exc:
         messages.error(request, str(exc))
     else:
         if run.status == TrainingRun.Status.CANCELLED:
@@ -165,8 +169,8 @@ def model_activate(request: HttpRequest, model_version_id: int) -> HttpResponse:
     if not ModelVersion.objects.filter(pk=model_version_id).exists():
         raise Http404("No such model version.")
     try:
-        version = services.activate_model_version(model_version_id=model_version_id)
-    except services.TrainingRefused as exc:
+        version = model_versions.activate_model_version(model_version_id=model_version_id)
+    except DomainError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{version} is now active; solutions are being rescored.")
@@ -204,7 +208,7 @@ def disagreement_list(request: HttpRequest) -> HttpResponse:
             "version": version,
             "page": page,
             "rows": rows,
-            "neutral_as_ok": selectors.neutral_counts_as_ok(model_version=version),
+            "neutral_as_positive": selectors.neutral_as_positive(model_version=version),
         },
     )
 
@@ -222,15 +226,10 @@ def generation_list(request: HttpRequest) -> HttpResponse:
         status = 400
         if form.is_valid():
             try:
-                queued = selection.request_generation(params=form.params())
-            except selection.NoActiveModelVersion as exc:
+                queued = pipeline.request_generation(params=form.params())
+            except DomainError as exc:
                 messages.error(request, str(exc))
-                status = 409
-            except selection.BrokerUnavailable as exc:
-                messages.error(request, str(exc))
-                status = 503
-            except selection.SelectionRefused as exc:
-                messages.error(request, str(exc))
+                status = http_status(exc)
             else:
                 messages.success(
                     request,
@@ -242,9 +241,9 @@ def generation_list(request: HttpRequest) -> HttpResponse:
         request,
         "trainer/generation_list.html",
         {
-            "summaries": selection.generation_summaries(),
+            "summaries": selectors.generation_summaries(),
             "form": form,
-            "active": ModelVersion.objects.filter(is_active=True).first(),
+            "active": selectors.active_model_version(),
         },
         status=status,
     )
@@ -254,7 +253,7 @@ def generation_list(request: HttpRequest) -> HttpResponse:
 def generation_detail(request: HttpRequest, generation_id: int) -> HttpResponse:
     _require_researcher(request)
     try:
-        detail = selection.generation_detail(generation_id=generation_id)
+        detail = selectors.generation_detail(generation_id=generation_id)
     except Generation.DoesNotExist:
         raise Http404("No such generation.") from None
     return render(

@@ -5,18 +5,11 @@ import json
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from labeling.models import Labeler, Problem, Solution, StepRating
-from labeling.services import (
-    LabelingRefused,
-    get_or_create_labeler,
-    next_assignment,
-    rate_step,
-    submit_session,
-)
+from labeling.services.workbench import LabelingRefused, next_session, rate_step, submit_session
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -25,10 +18,8 @@ ALTERNATIVES = {"1": ["That is four.", "That is $2^2 = 4$."]}
 
 
 @pytest.fixture
-def labeler(django_user_model) -> Labeler:
-    user = django_user_model.objects.create_user("ann", password="ann-pass-123")
-    user.groups.add(Group.objects.get_or_create(name="annotator")[0])
-    return get_or_create_labeler(user=user)
+def labeler(make_labeler) -> Labeler:
+    return make_labeler("ann")
 
 
 @pytest.fixture
@@ -37,7 +28,7 @@ def session(labeler):
     Solution.objects.create(
         problem=problem, steps=STEPS, answer="5", is_correct=False, alternatives=ALTERNATIVES
     )
-    return next_assignment(labeler=labeler).session
+    return next_session(labeler=labeler).session
 
 
 def rate(session, labeler, step, rating, completion=0, flagged=False):

@@ -12,8 +12,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from labeling import imports, services
+from labeling.demo.seed import create_demo_accounts
 from labeling.models import ImportJob, LabelingSession, Problem, Solution, StepRating
+from labeling.services import import_jobs, workbench
+from labeling.services.labelers import get_or_create_labeler
 from trainer.models import ModelVersion
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +38,7 @@ def client_for(role: str) -> APIClient:
 @pytest.fixture
 def small():
     """Demo accounts and two solutions: enough for permission checks, quicker than the demo."""
-    services.create_demo_accounts()
+    create_demo_accounts()
     problem = Problem.objects.create(text="What is $6 \\times 7$?", answer="42", unique_id="t/1")
     for answer in ("42", "41"):
         Solution.objects.create(
@@ -50,8 +52,8 @@ def small():
 @pytest.fixture
 def other_session(small):
     """A session that belongs to annotator2, for object-level checks."""
-    labeler = services.get_or_create_labeler(user=User.objects.get(username="annotator2"))
-    return services.next_assignment(labeler=labeler).session
+    labeler = get_or_create_labeler(user=User.objects.get(username="annotator2"))
+    return workbench.next_session(labeler=labeler).session
 
 
 def _counts() -> tuple[int, int, int]:
@@ -69,7 +71,7 @@ MATRIX = [
     ("get", "/api/sessions/", None, (401, 200, 200, 200)),
     ("get", "/api/sessions/{other_session}/", None, (401, 404, 200, 200)),
     ("post", "/api/sessions/{other_session}/rate/", {"step": 0, "rating": 1}, (401, 403, 403, 403)),
-    ("post", "/api/labeling/next/", None, (401, 200, 200, 200)),
+    ("post", "/api/sessions/next/", None, (401, 200, 200, 200)),
     ("get", "/api/labels/export/", None, (401, 403, 200, 200)),
     ("get", "/api/imports/", None, (401, 403, 403, 200)),
     ("get", "/api/tokens/", None, (401, 200, 200, 200)),
@@ -101,8 +103,8 @@ def test_permission_matrix(role, method, url, body, expected, other_session):
 
 
 def test_annotator_lists_only_their_own_sessions(other_session):
-    mine = services.next_assignment(
-        labeler=services.get_or_create_labeler(user=User.objects.get(username="annotator"))
+    mine = workbench.next_session(
+        labeler=get_or_create_labeler(user=User.objects.get(username="annotator"))
     ).session
     listed = client_for("annotator").get("/api/sessions/").json()["results"]
     assert [s["id"] for s in listed] == [mine.pk]
@@ -114,8 +116,8 @@ def test_annotator_lists_only_their_own_sessions(other_session):
 
 def test_a_script_labels_a_solution_through_the_api(demo):
     client = client_for("annotator")
-    task = client.post("/api/labeling/next/").json()
-    session_id, steps = task["session"]["id"], task["steps"]
+    served = client.post("/api/sessions/next/").json()
+    session_id, steps = served["session"]["id"], served["steps"]
     for index in range(len(steps)):
         response = client.post(
             f"/api/sessions/{session_id}/rate/", {"step": index, "rating": 1}, format="json"
@@ -133,13 +135,96 @@ def test_a_script_labels_a_solution_through_the_api(demo):
     assert bad.status_code == 400
 
 
+@pytest.fixture
+def one_solution(make_user, make_solution):
+    """An annotator's API client and the one solution to label: 3 steps, alternatives at 1."""
+    problem = Problem.objects.create(text="What is $6 \\times 7$?", answer="42")
+    make_solution(problem, alternatives={"1": ["Alternative one.", "Alternative two."]})
+    client = APIClient()
+    client.force_authenticate(make_user("script"))
+    return client
+
+
+def test_the_api_finishes_a_minus_one_with_alternatives_as_the_page_does(one_solution):
+    client = one_solution
+    served = client.post("/api/sessions/next/").json()
+    sid, state = served["session"]["id"], served["session"]["state"]
+    assert served["alternatives"] == {"1": ["Alternative one.", "Alternative two."]}
+    assert (state["current"]["key"], state["outcome"], state["total_steps"]) == ("s0", None, 4)
+
+    def rate(step, rating, completion_index=None):
+        body = {"step": step, "rating": rating}
+        if completion_index is not None:
+            body["completion_index"] = completion_index
+        return client.post(f"/api/sessions/{sid}/rate/", body, format="json")
+
+    assert rate(0, 1).status_code == 200
+    state = rate(1, -1).json()["state"]
+    assert (state["error_step"], state["alternatives_offered"]) == (1, 2)
+    assert state["current"] == {
+        "index": 1,
+        "completion": 1,
+        "key": "s1c1",
+        "text": "Alternative one.",
+        "rating": None,
+        "flagged": None,
+    }
+    # Refusals of the labeling rules are conflicts with the state, each with its reason.
+    early = client.post(f"/api/sessions/{sid}/submit/", {"finish_reason": "found_error"})
+    assert early.status_code == 409 and "alternatives" in early.json()["detail"]
+    skipped = rate(1, 1, completion_index=2)
+    assert skipped.status_code == 409 and "not reached" in skipped.json()["detail"]
+    assert rate(2, 1).status_code == 409  # labels stop at the first -1
+
+    assert rate(1, 1, completion_index=1).status_code == 200
+    session = rate(1, 0, completion_index=2).json()
+    assert (session["state"]["current"], session["state"]["outcome"]) == (None, "found_error")
+    assert [
+        [(r["completion_index"], r["rating"]) for r in step["ratings"]]
+        for step in session["step_labels"]
+    ] == [[(0, 1)], [(0, -1), (1, 1), (2, 0)]]
+    done = client.post(f"/api/sessions/{sid}/submit/", {"finish_reason": "found_error"})
+    assert done.status_code == 200 and done.json()["finish_reason"] == "found_error"
+    again = client.post(f"/api/sessions/{sid}/submit/", {"finish_reason": "solution"})
+    assert again.status_code == 409 and "already finished" in again.json()["detail"]
+
+
+@pytest.mark.parametrize("finish_reason", ["solution", "bad_problem", "give_up"])
+def test_the_api_submits_every_finish_reason(one_solution, finish_reason):
+    client = one_solution
+    sid = client.post("/api/sessions/next/").json()["session"]["id"]
+    submit = f"/api/sessions/{sid}/submit/"
+    if finish_reason == "solution":
+        early = client.post(submit, {"finish_reason": "solution"})
+        assert early.status_code == 409 and "Rate every step" in early.json()["detail"]
+        for step in range(4):
+            client.post(f"/api/sessions/{sid}/rate/", {"step": step, "rating": 1})
+        reason = ""
+    else:
+        unexplained = client.post(submit, {"finish_reason": finish_reason})
+        assert unexplained.status_code == 409 and "reason" in unexplained.json()["detail"]
+        reason = "The statement is ambiguous."
+    done = client.post(submit, {"finish_reason": finish_reason, "reason": reason})
+    assert done.status_code == 200, done.content
+    assert (done.json()["finish_reason"], done.json()["finish_reason_text"]) == (
+        finish_reason,
+        reason,
+    )
+    assert Problem.objects.get().is_bad == (finish_reason == "bad_problem")
+
+
 def test_solutions_filter_by_correctness_and_labeled_state(demo):
     client = client_for("researcher")
     wrong = client.get("/api/solutions/?is_correct=false&page_size=500").json()
     assert wrong["count"] == Solution.objects.filter(is_correct=False).count()
     assert all(not s["is_correct"] for s in wrong["results"])
     assert client.get("/api/solutions/?labeled=true").json()["count"] == 0
-    assert client.get("/api/solutions/?level=abc").status_code in (200, 400)
+    unlabeled = client.get("/api/solutions/?labeled=false").json()["count"]
+    assert unlabeled == Solution.objects.count()
+    # A bad value of a filter is a 400; a parameter that is no filter is ignored.
+    assert client.get("/api/solutions/?is_correct=maybe").status_code == 400
+    assert client.get("/api/solutions/?generation=abc").status_code == 400
+    assert client.get("/api/solutions/?level=abc").json()["count"] == Solution.objects.count()
     assert client.get("/api/problems/?level=abc").status_code == 400
 
 
@@ -189,14 +274,14 @@ def test_an_uploaded_prm800k_file_is_imported_by_a_job(demo, django_capture_on_c
     assert response.json()["status"] == "queued"
     assert len(queued) == 1  # the task is enqueued once the job row is committed
     job_id = response.json()["id"]
-    imports.run_import_job(job_id=job_id)
+    import_jobs.run_import_job(job_id=job_id)
     job = client.get(f"/api/imports/{job_id}/").json()
     assert job["status"] == "succeeded", job
     assert job["result"]["lines"] == len(content.splitlines())
     assert LabelingSession.objects.filter(submitted_at__isnull=False).exists()
     # A redelivered task does not import twice.
     before = _counts()
-    imports.run_import_job(job_id=job_id)
+    import_jobs.run_import_job(job_id=job_id)
     assert _counts() == before
 
 
@@ -230,8 +315,8 @@ def test_bad_uploads_are_refused_with_file_and_line(demo, name, content, status,
     assert response.status_code == status
     assert message in response.json()["detail"]
     assert (_counts(), ImportJob.objects.count()) == (before, jobs)
-    assert not list(imports.upload_dir().glob("*.jsonl")) or all(
-        p.stat().st_size != len(content) for p in imports.upload_dir().glob("*.jsonl")
+    assert not list(import_jobs.upload_dir().glob("*.jsonl")) or all(
+        p.stat().st_size != len(content) for p in import_jobs.upload_dir().glob("*.jsonl")
     )
 
 
@@ -250,7 +335,7 @@ def test_a_problems_file_with_a_duplicate_id_fails_its_job_and_stores_nothing(de
     content = "".join(json.dumps(line) + "\n" for line in lines).encode()
     before = _counts()
     response = _upload(client_for("admin"), "dups.jsonl", content, "problems")
-    job = imports.run_import_job(job_id=response.json()["id"])
+    job = import_jobs.run_import_job(job_id=response.json()["id"])
     assert job.status == "failed"
     assert job.error.startswith("dups.jsonl:2:")
     assert _counts() == before
@@ -265,7 +350,14 @@ def test_tokens_are_shown_once_stored_hashed_and_revocable(demo):
     assert secret not in json.dumps(listed)
     from knox.models import AuthToken
 
-    assert not AuthToken.objects.filter(digest=secret).exists()  # only the hash is kept
+    # Only a hash is kept: the secret is in no stored column, and the stored row is no
+    # credential (a leaked database does not let anyone in).
+    (stored,) = AuthToken.objects.filter(user__username="researcher").values()
+    assert secret not in json.dumps(stored, default=str)
+    for column in ("digest", "token_key"):
+        leaked = APIClient()
+        leaked.credentials(HTTP_AUTHORIZATION=f"Token {stored[column]}")
+        assert leaked.get("/api/solutions/").status_code == 401
 
     script = APIClient()
     script.credentials(HTTP_AUTHORIZATION=f"Token {secret}")
@@ -292,14 +384,16 @@ def test_the_token_page_shows_a_new_token_once(client, demo):
 def test_export_streams_prm800k_lines_with_filters(demo):
     call_command("import_prm800k", str(FIXTURES / "prm800k_phase2.jsonl"), stdout=io.StringIO())
     client = client_for("researcher")
-    with CaptureQueriesContext(connection):
+    with CaptureQueriesContext(connection) as queries:
         response = client.get("/api/labels/export/")
-    assert response.status_code == 200 and response.streaming
-    lines = b"".join(response.streaming_content).decode().splitlines()
+        assert response.status_code == 200 and response.streaming
+        lines = b"".join(response.streaming_content).decode().splitlines()
     originals = (FIXTURES / "prm800k_phase2.jsonl").read_text().splitlines()
-    assert sorted(json.loads(x)["labeler"] for x in lines) == sorted(
-        json.loads(x)["labeler"] for x in originals
-    )
+    # Queries per chunk of sessions, not per line: 8 lines take the role check and 3 queries.
+    assert len(originals) == 8 and len(queries) <= 5, [q["sql"][:80] for q in queries]
+    # Import then export gives back the same objects, field for field.
+    canonical = lambda text: json.dumps(json.loads(text), sort_keys=True)  # noqa: E731
+    assert sorted(map(canonical, lines)) == sorted(map(canonical, originals))
     assert client.get("/api/labels/export/?since=yesterday").status_code == 400
     none = client.get("/api/labels/export/?generation=987")
     assert b"".join(none.streaming_content) == b""

@@ -9,7 +9,8 @@ from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
-from labeling import services, tokens
+from labeling import tokens
+from labeling.demo.seed import create_demo_accounts
 from labeling.models import Problem, Solution
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +30,7 @@ def api_schema():
 
 @pytest.fixture
 def admin_token() -> str:
-    services.create_demo_accounts()
+    create_demo_accounts()
     problem = Problem.objects.create(text="What is $2+3$?", answer="5", unique_id="fuzz/1")
     Solution.objects.create(
         problem=problem, steps=["2+3=5.", "# Answer\n\n5"], answer="5", is_correct=True

@@ -406,7 +406,7 @@ def queued_run_ids(port: int) -> list[int]:
     for key in client.keys("gpu*"):  # kombu keeps one list per priority step
         for raw in client.lrange(key, 0, -1):
             message = json.loads(raw)
-            assert message["headers"]["task"] == "trainer.tasks.train_prm"
+            assert message["headers"]["task"] == "trainer.tasks.train_task"
             body = message["body"]
             if message["properties"].get("body_encoding") == "base64":
                 body = base64.b64decode(body)

@@ -55,8 +55,27 @@ def test_pages_send_security_headers_and_a_strict_csp(client):
     assert response["X-Content-Type-Options"] == "nosniff"
 
 
-def test_debug_pages_are_off_by_default(client, settings):
-    assert settings.DEBUG is False
+def test_debug_pages_are_off_by_default(client, tmp_path):
+    # pytest-django forces DEBUG off in the test process, so the default is read by a fresh
+    # process given no DEBUG setting, as a deploy that sets nothing gets it.
+    env = {k: v for k, v in os.environ.items() if k != "DEBUG"}
+    env["STEPWISE_VAR_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "--no-imports",
+            "-c",
+            "from django.conf import settings; print(settings.DEBUG)",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.stdout.strip() == "False", done.stdout + done.stderr
+    # And in that mode a missing page says nothing about the code behind it.
     response = client.get("/no-such-page/")
     assert response.status_code == 404
     assert b"Traceback" not in response.content and b"URLconf" not in response.content

@@ -1,22 +1,16 @@
-"""Prefetch: submitting a solution returns the next one, assigned once, with a normal lease."""
+"""Prefetch: submitting a solution returns the next one, served once, with a normal lease."""
 
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from labeling.models import LabelingSession, Problem, Solution
-from labeling.services import get_or_create_labeler, next_assignment
+from labeling.services.labelers import get_or_create_labeler
+from labeling.services.workbench import next_session
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def annotator(django_user_model, name: str):
-    user = django_user_model.objects.create_user(name, password=f"{name}-pass-123")
-    user.groups.add(Group.objects.get_or_create(name="annotator")[0])
-    return user
 
 
 @pytest.fixture
@@ -42,8 +36,8 @@ def label_to_the_end(client, session_id: int):
     )
 
 
-def test_submitting_returns_the_next_solution_already_assigned(client, django_user_model, problems):
-    user = annotator(django_user_model, "ann")
+def test_submitting_returns_the_next_session_already_served(client, problems, make_user):
+    user = make_user("ann")
     client.force_login(user)
     first = client.get(reverse("label-next"))
     first_id = int(first["Location"].rstrip("/").rsplit("/", 1)[1])
@@ -58,7 +52,7 @@ def test_submitting_returns_the_next_solution_already_assigned(client, django_us
     assert 'id="workbench"' in page and "<html" not in page  # a fragment, swapped in place
     assert response["HX-Push-Url"] == reverse("label-session", args=[upcoming.pk])
 
-    # Opening the labeling page (a reload, a second tab) resumes it: nothing is assigned twice.
+    # Opening the labeling page (a reload, a second tab) resumes it: nothing is served twice.
     again = client.get(reverse("label-next"))
     assert again["Location"] == reverse("label-session", args=[upcoming.pk])
     assert LabelingSession.objects.filter(labeler__user=user).count() == 2
@@ -70,9 +64,9 @@ def test_submitting_returns_the_next_solution_already_assigned(client, django_us
 
 
 def test_a_prefetched_solution_never_opened_goes_back_to_the_queue_when_its_lease_ends(
-    client, django_user_model, problems
+    client, problems, make_user
 ):
-    ann, bob = annotator(django_user_model, "ann"), annotator(django_user_model, "bob")
+    ann, bob = make_user("ann"), make_user("bob")
     client.force_login(ann)
     first_id = int(client.get(reverse("label-next"))["Location"].rstrip("/").rsplit("/", 1)[1])
     label_to_the_end(client, first_id)
@@ -80,20 +74,18 @@ def test_a_prefetched_solution_never_opened_goes_back_to_the_queue_when_its_leas
 
     # Held while the lease runs: another labeler is not given the same solution.
     bob_labeler = get_or_create_labeler(user=bob)
-    assert next_assignment(labeler=bob_labeler) is None
+    assert next_session(labeler=bob_labeler) is None
 
     # The labeler walked away; once the lease has run out, the solution goes to someone else.
     later = prefetched.lease_expires_at + timedelta(seconds=1)
-    assignment = next_assignment(labeler=bob_labeler, now=later)
-    assert assignment.session.solution_id == prefetched.solution_id
+    next_one = next_session(labeler=bob_labeler, now=later)
+    assert next_one.session.solution_id == prefetched.solution_id
     prefetched.refresh_from_db()
     assert prefetched.abandoned_at == later
 
 
-def test_submitting_without_htmx_still_redirects_to_the_next_task(
-    client, django_user_model, problems
-):
-    client.force_login(annotator(django_user_model, "ann"))
+def test_submitting_without_htmx_still_redirects_to_the_next_task(client, problems, make_user):
+    client.force_login(make_user("ann"))
     first_id = int(client.get(reverse("label-next"))["Location"].rstrip("/").rsplit("/", 1)[1])
     client.post(reverse("label-rate", args=[first_id]), {"step_index": 0, "rating": -1})
     response = client.post(

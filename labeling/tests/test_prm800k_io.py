@@ -102,7 +102,9 @@ def test_export_filters():
     assert export("--generation", str(generation)) == [
         o for o in lines if o["generation"] == generation
     ]
-    assert export("--exclude-qc") == [o for o in lines if not o["is_quality_control_question"]]
+    assert export("--no-quality-control") == [
+        o for o in lines if not o["is_quality_control_question"]
+    ]
     labeler = lines[0]["labeler"]
     assert export("--labeler", labeler) == [o for o in lines if o["labeler"] == labeler]
 

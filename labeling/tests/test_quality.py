@@ -6,7 +6,6 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
@@ -14,13 +13,8 @@ from django.utils import timezone
 from labeling import quality
 from labeling.mathtext import render_markdown
 from labeling.models import Guideline, Labeler, LabelingSession, Problem, Solution
-from labeling.services import (
-    LabelingRefused,
-    get_or_create_labeler,
-    next_assignment,
-    rate_step,
-    submit_session,
-)
+from labeling.services.labelers import get_or_create_labeler
+from labeling.services.workbench import LabelingRefused, next_session, rate_step, submit_session
 
 pytestmark = pytest.mark.django_db
 
@@ -32,21 +26,15 @@ def problem():
     return Problem.objects.create(text="What is 2+2?", answer="4")
 
 
-def make_solution(problem, n, gold=None, **fields):
-    steps = [f"{s} (solution {n})" for s in STEPS]
-    return Solution.objects.create(
-        problem=problem, steps=steps, answer="4", is_correct=True, gold_ratings=gold, **fields
-    )
+@pytest.fixture
+def make_solution(make_solution):
+    """The root factory, with this file's step texts and `gold` ratings."""
 
+    def make(problem, n, gold=None, **fields):
+        steps = [f"{s} (solution {n})" for s in STEPS]
+        return make_solution(problem, n, steps=steps, gold_ratings=gold, **fields)
 
-def make_user(django_user_model, name, role="annotator", **fields):
-    user = django_user_model.objects.create_user(name, password=f"{name}-pass-123", **fields)
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
-
-
-def make_labeler(django_user_model, name, role="annotator"):
-    return get_or_create_labeler(user=make_user(django_user_model, name, role))
+    return make
 
 
 def label(labeler, solution, ratings, *, finish_reason=None, total_time=60_000, when=None):
@@ -79,25 +67,25 @@ def label(labeler, solution, ratings, *, finish_reason=None, total_time=60_000, 
 
 
 @pytest.fixture
-def crafted(django_user_model, problem):
+def crafted(problem, make_labeler, make_solution):
     """Three gold solutions, one without gold, and labelers who agree to different degrees."""
     gold_ok = make_solution(problem, 1, gold=[1, 1, 1, 1], is_quality_control=True)
     gold_err = make_solution(problem, 2, gold=[1, 0, -1], is_quality_control=True)
     gold_early = make_solution(problem, 3, gold=[-1], is_screening=True)
     no_gold = make_solution(problem, 4)
 
-    ann = make_labeler(django_user_model, "ann")  # agrees everywhere
+    ann = make_labeler("ann")  # agrees everywhere
     label(ann, gold_ok, [1, 1, 1, 1])
     label(ann, gold_err, [1, 0, -1])
     label(ann, gold_early, [-1])
     label(ann, no_gold, [-1])  # no gold: never counted
 
-    bob = make_labeler(django_user_model, "bob")
+    bob = make_labeler("bob")
     label(bob, gold_ok, [1, 0, -1])  # error where gold has none: exact no; steps 1/3 differ
     label(bob, gold_err, [0, 0, -1])  # same first error; step 0 differs
     label(bob, gold_early, [1, 1], finish_reason="give_up")  # per step only: 0/1 agree
 
-    cy = make_labeler(django_user_model, "cy")  # labeled, but nothing with gold
+    cy = make_labeler("cy")  # labeled, but nothing with gold
     label(cy, no_gold, [1, 1, 1, 1])
     return {"ann": ann, "bob": bob, "cy": cy}
 
@@ -133,8 +121,10 @@ def test_first_error_of_ratings_and_gold():
     assert quality.first_error({3: -1, 1: -1, 0: 1}) == 1
 
 
-def test_throughput_per_hour_of_time_on_task_and_per_active_day(django_user_model, problem):
-    ann = make_labeler(django_user_model, "ann")
+def test_throughput_per_hour_of_time_on_task_and_per_active_day(
+    problem, make_labeler, make_solution
+):
+    ann = make_labeler("ann")
     now = timezone.now()
     label(ann, make_solution(problem, 1), [1, 1, 1, 1], total_time=30 * 60_000, when=now)
     label(ann, make_solution(problem, 2), [1, -1], total_time=15 * 60_000, when=now)
@@ -153,7 +143,7 @@ def test_throughput_per_hour_of_time_on_task_and_per_active_day(django_user_mode
     assert figures.solutions_per_day == pytest.approx(1.5)
     assert figures.last_active == now
 
-    idle = make_labeler(django_user_model, "idle")
+    idle = make_labeler("idle")
     (none,) = quality.labeler_figures(labeler_ids=[idle.pk])
     assert none.solutions == 0
     assert none.solutions_per_hour is None and none.solutions_per_day is None
@@ -164,9 +154,9 @@ def test_throughput_per_hour_of_time_on_task_and_per_active_day(django_user_mode
 
 
 def test_landing_page_shows_my_progress_today_totals_and_agreement(
-    client, django_user_model, problem
+    client, problem, make_labeler, make_solution
 ):
-    ann = make_labeler(django_user_model, "ann")
+    ann = make_labeler("ann")
     gold = make_solution(problem, 1, gold=[1, 1, -1], is_quality_control=True)
     now = timezone.now()
     label(ann, gold, [1, 1, -1], total_time=120_000, when=now)
@@ -175,11 +165,11 @@ def test_landing_page_shows_my_progress_today_totals_and_agreement(
     label(ann, make_solution(problem, 3), [-1], total_time=60_000, when=now - timedelta(days=1))
     make_solution(problem, 4)
     # An open session touched today: its ratings and time count for today.
-    open_session = next_assignment(labeler=ann).session
+    open_session = next_session(labeler=ann).session
     rate_step(session_id=open_session.pk, labeler=ann, step_index=0, rating=1)
     LabelingSession.objects.filter(pk=open_session.pk).update(total_time=60_000)
     # Another labeler's work is not mine.
-    label(make_labeler(django_user_model, "bob"), make_solution(problem, 5), [-1])
+    label(make_labeler("bob"), make_solution(problem, 5), [-1])
 
     client.force_login(ann.user)
     response = client.get(reverse("home"))
@@ -197,8 +187,8 @@ def test_landing_page_shows_my_progress_today_totals_and_agreement(
     assert reverse("quality") not in page
 
 
-def test_landing_page_links_researchers_to_the_quality_page(client, django_user_model):
-    client.force_login(make_user(django_user_model, "rita", role="researcher"))
+def test_landing_page_links_researchers_to_the_quality_page(client, make_user):
+    client.force_login(make_user("rita", role="researcher"))
     page = client.get(reverse("home")).content.decode()
     assert f'href="{reverse("quality")}"' in page
     assert "No quality-control solutions labeled yet" in page
@@ -207,7 +197,7 @@ def test_landing_page_links_researchers_to_the_quality_page(client, django_user_
 # --- the quality page and deactivation -------------------------------------------------------
 
 
-def test_quality_page_is_for_researchers_and_admins(client, django_user_model, crafted):
+def test_quality_page_is_for_researchers_and_admins(client, crafted, make_user):
     url = reverse("quality")
     response = client.get(url)
     assert response.status_code == 302
@@ -216,14 +206,14 @@ def test_quality_page_is_for_researchers_and_admins(client, django_user_model, c
     client.force_login(crafted["ann"].user)
     assert client.get(url).status_code == 403
 
-    client.force_login(make_user(django_user_model, "rita", role="researcher"))
+    client.force_login(make_user("rita", role="researcher"))
     page = client.get(url).content.decode()
     assert str(crafted["bob"].uuid) in page
     # Researchers see labelers as UUIDs only, and cannot deactivate anyone.
     assert "bob" not in page.replace(str(crafted["bob"].uuid), "")
     assert "Deactivate" not in page
 
-    client.force_login(make_user(django_user_model, "ada", role="admin"))
+    client.force_login(make_user("ada", role="admin"))
     page = client.get(url).content.decode()
     row = page[page.index(f'data-labeler="{crafted["bob"].uuid}"') :]
     row = row[: row.index("</tr>")]
@@ -233,19 +223,21 @@ def test_quality_page_is_for_researchers_and_admins(client, django_user_model, c
     assert "Deactivate" in row
 
 
-def test_admin_deactivates_a_labeler_who_then_gets_no_tasks(client, django_user_model, problem):
+def test_admin_deactivates_a_labeler_who_then_gets_no_tasks(
+    client, problem, make_labeler, make_solution, make_user
+):
     solution = make_solution(problem, 1)
-    ann = make_labeler(django_user_model, "ann")
-    held = next_assignment(labeler=ann).session
-    bob = make_labeler(django_user_model, "bob")
-    assert next_assignment(labeler=bob) is None  # ann holds the only solution
+    ann = make_labeler("ann")
+    held = next_session(labeler=ann).session
+    bob = make_labeler("bob")
+    assert next_session(labeler=bob) is None  # ann holds the only solution
 
     url = reverse("labeler-active", args=[ann.uuid])
     client.force_login(bob.user)
     assert client.post(url, {"active": "0"}).status_code == 403
     assert client.get(url).status_code == 405  # a state change is POST only
 
-    admin = make_user(django_user_model, "ada", role="admin")
+    admin = make_user("ada", role="admin")
     client.force_login(admin)
     response = client.post(url, {"active": "0"}, follow=True)
     assert "deactivated" in response.content.decode()
@@ -253,11 +245,11 @@ def test_admin_deactivates_a_labeler_who_then_gets_no_tasks(client, django_user_
     ann.user.refresh_from_db()
     assert not ann.user.is_active
     with pytest.raises(LabelingRefused):
-        next_assignment(labeler=ann)
+        next_session(labeler=ann)
     # Their open session ended, so the solution went straight back to the queue.
     held.refresh_from_db()
     assert held.abandoned_at is not None
-    assert next_assignment(labeler=bob).session.solution == solution
+    assert next_session(labeler=bob).session.solution == solution
     row = client.get(reverse("quality")).content.decode()
     row = row[row.index(f'data-labeler="{ann.uuid}"') :]
     assert "inactive" in row[: row.index("</tr>")]
@@ -267,8 +259,8 @@ def test_admin_deactivates_a_labeler_who_then_gets_no_tasks(client, django_user_
     assert ann.user.is_active
 
 
-def test_admin_cannot_deactivate_themselves(client, django_user_model):
-    admin = make_user(django_user_model, "ada", role="admin")
+def test_admin_cannot_deactivate_themselves(client, make_user):
+    admin = make_user("ada", role="admin")
     me = get_or_create_labeler(user=admin)
     client.force_login(admin)
     response = client.post(reverse("labeler-active", args=[me.uuid]), {"active": "0"}, follow=True)
@@ -277,11 +269,11 @@ def test_admin_cannot_deactivate_themselves(client, django_user_model):
     assert admin.is_active
 
 
-def test_deactivate_needs_the_csrf_token(django_user_model):
+def test_deactivate_needs_the_csrf_token(make_labeler, make_user):
     from django.test import Client
 
-    admin = make_user(django_user_model, "ada", role="admin")
-    ann = make_labeler(django_user_model, "ann")
+    admin = make_user("ada", role="admin")
+    ann = make_labeler("ann")
     client = Client(enforce_csrf_checks=True)
     client.force_login(admin)
     assert (
@@ -302,8 +294,10 @@ def changelist_action(client, action, solutions):
     )
 
 
-def test_admin_actions_mark_unmark_and_copy_my_ratings_as_gold(client, django_user_model, problem):
-    admin = make_user(django_user_model, "ada", role="admin", is_staff=True)
+def test_admin_actions_mark_unmark_and_copy_my_ratings_as_gold(
+    client, problem, make_solution, make_user
+):
+    admin = make_user("ada", role="admin", is_staff=True)
     mine, given_up, unlabeled = (make_solution(problem, n) for n in (1, 2, 3))
     me = get_or_create_labeler(user=admin)
     label(me, mine, [1, 0, -1])
@@ -330,8 +324,8 @@ def test_admin_actions_mark_unmark_and_copy_my_ratings_as_gold(client, django_us
     assert given_up.gold_ratings is None and unlabeled.gold_ratings is None
 
 
-def test_researchers_cannot_run_the_gold_actions(client, django_user_model, problem):
-    researcher = make_user(django_user_model, "rita", role="researcher", is_staff=True)
+def test_researchers_cannot_run_the_gold_actions(client, problem, make_solution, make_user):
+    researcher = make_user("rita", role="researcher", is_staff=True)
     solution = make_solution(problem, 1)
     client.force_login(researcher)
     changelist_action(client, "mark_quality_control", [solution])
@@ -351,9 +345,9 @@ def test_researchers_cannot_run_the_gold_actions(client, django_user_model, prob
     ],
 )
 def test_gold_ratings_are_validated_in_the_admin_form(
-    client, django_user_model, problem, gold, accepted
+    client, problem, gold, accepted, make_solution, make_user
 ):
-    admin = make_user(django_user_model, "ada", role="admin", is_staff=True)
+    admin = make_user("ada", role="admin", is_staff=True)
     solution = make_solution(problem, 1)
     client.force_login(admin)
     url = reverse("admin:labeling_solution_change", args=[solution.pk])
@@ -389,7 +383,7 @@ def test_seed_demo_serves_screening_then_qc_with_gold(client):
     assert list(Solution.objects.filter(gold_ratings__isnull=False).values_list("pk")) == before
 
     annotator = Labeler.objects.get(user__username="annotator")
-    served = next_assignment(labeler=annotator)
+    served = next_session(labeler=annotator)
     assert served.queue == "screening" and served.session.solution in screening
 
 
@@ -410,8 +404,8 @@ def test_guideline_markdown_renders_math_and_strips_script():
     assert "javascript:" not in html and "onclick" not in html
 
 
-def test_guidelines_page_shows_the_newest_guideline(client, django_user_model):
-    client.force_login(make_user(django_user_model, "ann"))
+def test_guidelines_page_shows_the_newest_guideline(client, make_user):
+    client.force_login(make_user("ann"))
     # The migration ships a default text with the rating definitions.
     page = client.get(reverse("guidelines")).content.decode()
     assert "first -1 ends the solution" in page.lower()

@@ -3,23 +3,17 @@
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group
 
 from labeling.models import Guideline, Problem, Solution
-from labeling.services import get_or_create_labeler
+from labeling.services.labelers import get_or_create_labeler
 from labeling.tests.test_quality import label
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts"
 
 
 @pytest.fixture
-def users(django_user_model):
-    made = {}
-    for name, role in (("ann", "annotator"), ("ada", "admin")):
-        user = django_user_model.objects.create_user(name, password=f"{name}-pass-123")
-        user.groups.add(Group.objects.get_or_create(name=role)[0])
-        made[name] = user
-    return made
+def users(make_user):
+    return {"ann": make_user("ann"), "ada": make_user("ada", role="admin")}
 
 
 def log_in(browser, live_server, name):
@@ -67,12 +61,13 @@ def test_admin_deactivates_and_reactivates_a_labeler(browser, live_server, users
     ann = get_or_create_labeler(user=users["ann"])
     page = log_in(browser, live_server, "ada")
     page.get_by_role("link", name="Quality").first.click()
+    status = page.locator(f'tr[data-labeler="{ann.uuid}"] .labeler-status')
+    assert status.inner_text().strip() == "active"
     row = page.locator(f'tr[data-labeler="{ann.uuid}"]')
-    assert "active" in row.inner_text()
 
     row.get_by_role("button", name="Deactivate ann").click()
     page.wait_for_selector(".messages li")
-    assert "inactive" in page.locator(f'tr[data-labeler="{ann.uuid}"]').inner_text()
+    assert status.inner_text().strip() == "inactive"
     users["ann"].refresh_from_db()
     assert not users["ann"].is_active
     page.screenshot(path=str(ARTIFACTS / "quality.png"), full_page=True)
@@ -81,5 +76,6 @@ def test_admin_deactivates_and_reactivates_a_labeler(browser, live_server, users
         "button", name="Reactivate ann"
     ).click()
     page.wait_for_selector(".messages li:has-text('reactivated')")
+    assert status.inner_text().strip() == "active"
     users["ann"].refresh_from_db()
     assert users["ann"].is_active

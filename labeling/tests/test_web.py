@@ -9,8 +9,8 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils.html import escape
 
+from labeling.demo.seed import DEMO_ACCOUNTS
 from labeling.models import LabelingSession, Problem, Solution
-from labeling.services import DEMO_ACCOUNTS
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -88,7 +88,9 @@ def test_admin_downloads_the_export_as_a_streamed_file_with_filters(client, demo
     login(client, "admin")
 
     assert client.get(reverse("export-labels")).status_code == 200
-    response = client.get(reverse("export-labels"), {"download": "1", "include_qc": "on"})
+    response = client.get(
+        reverse("export-labels"), {"download": "1", "include_quality_control": "on"}
+    )
     assert response.status_code == 200 and response.streaming
     assert response["Content-Disposition"].startswith("attachment; filename=")
     body = b"".join(response.streaming_content).decode()

@@ -5,19 +5,19 @@ import json
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group
 from django.core.management import call_command
+from django.utils import timezone
+from rest_framework.test import APIClient
 
 from labeling.models import Labeler, LabelingSession, Problem, Solution, StepRating
+from labeling.services.workbench import LEASE_LAPSED
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts"
 
 
 @pytest.fixture
-def annotator(django_user_model):
-    user = django_user_model.objects.create_user("ann", password="ann-pass-123")
-    user.groups.add(Group.objects.get_or_create(name="annotator")[0])
-    return user
+def annotator(make_user):
+    return make_user("ann")
 
 
 @pytest.fixture
@@ -196,7 +196,7 @@ def test_enter_swaps_in_the_next_problem_without_a_page_load(page, live_server):
     assert page.evaluate("() => window.samePage") is True  # swapped in, not reloaded
     upcoming = LabelingSession.objects.get(submitted_at__isnull=True)
     assert page.url.endswith(f"/label/{upcoming.pk}/")
-    # The swapped-in task is labeled by keyboard like the first one.
+    # The swapped-in session is labeled by keyboard like the first one.
     page.keyboard.press("3")
     wait_rated(page, 1)
     page.keyboard.press("3")
@@ -220,4 +220,89 @@ def test_question_mark_shows_the_key_map_with_a_link_to_the_guidelines(page, liv
     page.keyboard.press("?")
     expect(keymap).to_be_hidden()
     # The key map only shows: nothing was rated.
+    assert not StepRating.objects.exists()
+
+
+# The ratings both labelers give below, by (step index, completion index): a -1 at step two,
+# then its two alternatives.
+RATINGS = {(0, 0): (1, False), (1, 0): (-1, False), (1, 1): (1, True), (1, 2): (0, False)}
+
+
+def label_through_the_api(client) -> None:
+    """Label the served session by REST alone, led by the state each response returns."""
+    served = client.post("/api/sessions/next/")
+    assert served.status_code == 200, served.content
+    session = served.json()["session"]
+    assert served.json()["alternatives"] == {"1": ["That is $4$.", "That is $\\frac{8}{2} = 4$."]}
+    while (item := session["state"]["current"]) is not None:
+        rating, flagged = RATINGS[(item["index"], item["completion"])]
+        body = {"step": item["index"], "rating": rating, "flagged": flagged}
+        if item["completion"]:
+            body["completion_index"] = item["completion"]
+        response = client.post(f"/api/sessions/{session['id']}/rate/", body, format="json")
+        assert response.status_code == 200, response.content
+        session = response.json()
+    assert session["state"]["outcome"] == "found_error"
+    done = client.post(
+        f"/api/sessions/{session['id']}/submit/",
+        {"finish_reason": session["state"]["outcome"]},
+        format="json",
+    )
+    assert done.status_code == 200, done.content
+
+
+def test_the_api_and_the_workbench_make_the_same_prm800k_line(page, live_server, make_user):
+    """A -1 with alternatives labeled by REST alone exports the line the browser makes."""
+    solution = add_solution(["Eight halves.", "That is 5.", "# Answer\n\n5"], answer="5")
+    solution.alternatives = {"1": ["That is $4$.", "That is $\\frac{8}{2} = 4$."]}
+    # Quality control, so that both labelers are served the same solution.
+    solution.is_quality_control = True
+    solution.save()
+
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    # The same ratings as RATINGS, by keyboard: 3 is +1, 1 is -1, 2 is 0, u flags as unsure.
+    for rated, keys in enumerate([["3"], ["1"], ["u", "3"], ["2"]], start=1):
+        for key in keys:
+            page.keyboard.press(key)
+        wait_rated(page, rated)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=Nothing to label right now")
+
+    client = APIClient()
+    client.force_authenticate(make_user("script"))
+    label_through_the_api(client)
+
+    out = io.StringIO()
+    call_command("export_prm800k", "--out", "-", stdout=out, stderr=io.StringIO())
+    browser_line, api_line = sorted(
+        (json.loads(line) for line in out.getvalue().splitlines()),
+        key=lambda line: LabelingSession.objects.get(labeler__uuid=line["labeler"]).pk,
+    )
+    assert browser_line["label"]["finish_reason"] == "found_error"
+    ratings = [
+        [(c["rating"], c["flagged"]) for c in step["completions"]]
+        for step in browser_line["label"]["steps"]
+    ]
+    assert ratings == [[(1, False)], [(-1, False), (1, True), (0, False)]]
+    for line in (browser_line, api_line):
+        del line["labeler"], line["timestamp"], line["label"]["total_time"]
+    assert api_line == browser_line
+
+
+def test_a_refused_rating_shows_the_reason(page, live_server):
+    add_solution(["Step one.", "# Answer\n\n4"])
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    # The lease ran out meanwhile and the session went back to the queue.
+    LabelingSession.objects.update(abandoned_at=timezone.now())
+    page.on("dialog", lambda dialog: dialog.dismiss())
+    with (
+        page.expect_event("dialog") as shown,
+        page.expect_response(lambda response: "/rate/" in response.url) as refused,
+    ):
+        page.keyboard.press("3")
+    # The refusal's status, and its sentence shown as it came (plain text, not a page).
+    assert refused.value.status == 409
+    assert shown.value.message == LEASE_LAPSED
     assert not StepRating.objects.exists()

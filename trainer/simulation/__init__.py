@@ -5,7 +5,10 @@ labelers that run the whole loop (label, retrain, select) without humans.
   vary in route and fail through systematic misconceptions; every step's rating is known.
 - `calibrate`: is the domain learnable? Held-out step AUROC of the tiny PRM against training
   time and label count.
-- `labelers`: simulated labelers that label through `labeling.services`, with noise.
+- `labelers`: simulated labelers that label through `labeling.services.workbench`, with noise.
+- `pool`: the candidate pool, imported through the product's importers, and the database
+  the simulation owns.
+- `evaluation`: the generated test set, the ORM baseline, step metrics and best-of-N curves.
 - `loop`: generations of label -> retrain -> score -> select, with per-generation metrics
   (`python manage.py simulate`).
 """

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from trainer import metrics as m
 from trainer.dataset import Example
+from trainer.params import TrainingParams
 from trainer.simulation.domain import Generator, GeneratorConfig, Problem, Sample, make_problems
-from trainer.train import TrainParams, train_prm
+from trainer.train import train_prm
 
 # Defaults found by calibration (see the README's table).
 SAMPLES_PER_PROBLEM = 4
@@ -68,6 +69,7 @@ def calibrate(
     epochs: int = 4,
     max_seconds: float | None = 300.0,
     seed: int = 0,
+    held_out_problems: int = HELD_OUT_PROBLEMS,
     params: dict | None = None,
     config: GeneratorConfig | None = None,
     on_point: Callable[[CalibrationPoint], None] | None = None,
@@ -75,7 +77,7 @@ def calibrate(
     """One training run per label count; a point per epoch. Needs Django set up."""
     generator = Generator(seed=seed, config=config or GeneratorConfig())
     held_out = labeled_examples(
-        make_problems(HELD_OUT_PROBLEMS, seed=seed, namespace="calibration-eval"),
+        make_problems(held_out_problems, seed=seed, namespace="calibration-eval"),
         generator,
         per_problem=SAMPLES_PER_PROBLEM,
         offset=10**9,
@@ -86,11 +88,11 @@ def calibrate(
             math.ceil(labels / SAMPLES_PER_PROBLEM), seed=seed, namespace="calibration"
         )
         train = labeled_examples(problems, generator, per_problem=SAMPLES_PER_PROBLEM)[:labels]
-        train_params = TrainParams(
+        train_params = TrainingParams(
             **{**CALIBRATION_PARAMS, **(params or {})},
             epochs=epochs,
             seed=seed,
-            max_seconds=max_seconds,
+            max_minutes=max_seconds / 60 if max_seconds else None,
         )
         for point in _run(train, held_out, train_params):
             points.append(point)
@@ -99,7 +101,7 @@ def calibrate(
     return points
 
 
-def _run(train: list[Example], held_out: list[Example], params: TrainParams):
+def _run(train: list[Example], held_out: list[Example], params: TrainingParams):
     clock = {"start": time.monotonic(), "eval": 0.0, "last_step": None, "step": 0}
     per_epoch: list[tuple[int, float, int, dict]] = []
 

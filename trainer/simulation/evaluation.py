@@ -7,13 +7,23 @@ the simulated generator, whose every step rating is known. From the models' scor
   subset of N of its samples, pick the highest-scored one (PRM, ORM) or the most frequent
   final answer (majority voting); accuracy is the share of problems whose pick is right,
   mean and std over trials.
+
+The outcome reward model (ORM) it compares with is the same tiny model, trained with the
+PRM's recipe on final-answer correctness: each solution as one step, rated by its answer.
 """
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from trainer import evaluate
 from trainer import metrics as m
-from trainer.simulation.domain import Sample
+from trainer.dataset import Example
+from trainer.params import TrainingParams
+from trainer.prm import PRM, solution_score
+from trainer.simulation.domain import Generator, Sample, make_problems
+from trainer.train import train_prm
 
 
 @dataclass(frozen=True)
@@ -32,7 +42,7 @@ def step_metrics(samples: Sequence[Sample], step_scores: Sequence[Sequence[float
     return {**m.step_metrics(scores, labels), **m.first_error_metrics(scores, labels)}
 
 
-def best_of_n(
+def best_of_n_curves(
     groups: Sequence[Sequence[Scored]],
     *,
     sizes: Sequence[int],
@@ -45,8 +55,6 @@ def best_of_n(
     Every method sees the same random subsets (the same seed). Answers here are digits, so
     answers are compared as strings rather than through the math grader.
     """
-    from trainer import evaluate
-
     samples = [
         evaluate.Sample(
             problem=k,
@@ -73,3 +81,68 @@ def best_of_n(
             "std": round(estimate.std, 4),
         }
     return result
+
+
+# --- the test set and the outcome reward model (ORM) baseline ----------------------------------
+
+
+@dataclass
+class TestSet:
+    samples: list[Sample]
+
+    @classmethod
+    def build(
+        cls, *, problems: int, samples_per_problem: int, seed: int, generator: Generator
+    ) -> "TestSet":
+        test_problems = make_problems(problems, seed=seed, namespace="test")
+        return cls([s for p in test_problems for s in generator.samples(p, samples_per_problem)])
+
+    def groups(self, scores: dict[str, list[float]]) -> list[list[Scored]]:
+        by_problem: dict[str, list[Scored]] = {}
+        for i, sample in enumerate(self.samples):
+            by_problem.setdefault(sample.problem.key, []).append(
+                Scored(
+                    answer=sample.final_answer,
+                    is_correct=sample.is_correct,
+                    scores={name: values[i] for name, values in scores.items()},
+                )
+            )
+        return list(by_problem.values())
+
+
+def score_test_set(prm: PRM, samples: list[Sample]) -> tuple[list[list[float]], list[float]]:
+    step_scores = prm.score(
+        problems=[s.problem.text for s in samples], steps=[s.texts for s in samples], batch_size=64
+    )
+    aggregation = prm.settings.aggregation
+    return step_scores, [solution_score(s, aggregation=aggregation) for s in step_scores]
+
+
+def orm_example(sample: Sample, problem_id: int) -> Example:
+    """Outcome supervision: the whole solution as one step, rated by its final answer."""
+    return Example(
+        problem_id=problem_id,
+        solution_id=None,
+        problem=sample.problem.text,
+        steps=["\n\n".join(sample.texts)],
+        labels=[1 if sample.is_correct else -1],
+    )
+
+
+def train_orm(*, samples: list[Sample], params: TrainingParams) -> PRM:
+    """The ORM baseline on these samples, with the PRM's training recipe; returns it loaded."""
+    ids: dict[str, int] = {}
+    examples = [orm_example(s, ids.setdefault(s.problem.key, len(ids))) for s in samples]
+    with tempfile.TemporaryDirectory(prefix="simulate-orm-") as tmp:
+        out = Path(tmp) / "orm"
+        train_prm(train=examples, eval=[], params=params, base_model=None, out_dir=out)
+        return PRM.load(out)
+
+
+def orm_scores(orm: PRM, samples: list[Sample]) -> list[float]:
+    step_scores = orm.score(
+        problems=[s.problem.text for s in samples],
+        steps=[["\n\n".join(s.texts)] for s in samples],
+        batch_size=64,
+    )
+    return [scores[0] for scores in step_scores]

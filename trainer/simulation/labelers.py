@@ -1,8 +1,9 @@
 """Simulated labelers: they label through the same services as humans do.
 
-A simulated labeler asks `labeling.services.next_assignment` for work, rates the solution's
-steps one at a time with `rate_step` until it rates a step -1 (or reaches the end), then
-finishes with `submit_session` (`found_error` or `solution`). It knows the truth from the
+A simulated labeler asks `labeling.services.workbench.next_session` for a labeling session,
+rates the solution's steps one at a time with `workbench.rate_step` until it rates a step -1
+(or reaches the end), then finishes with `workbench.submit_session` (`found_error` or
+`solution`). It knows the truth from the
 solution's `meta["simulation"]` (written by the simulation's import): each step's own rating.
 
 Noise: with probability `noise` a step's rating is replaced by one of the other two ratings,
@@ -16,10 +17,11 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 
 from labeling.models import Generation, Labeler, LabelingSession, Solution
-from labeling.services import get_or_create_labeler, next_assignment, rate_step, submit_session
+from labeling.selectors import has_submitted_label
+from labeling.services import labelers, workbench
 
 RATINGS = (-1, 0, 1)
 USERNAME_PREFIX = "sim-labeler-"
@@ -38,20 +40,24 @@ class SimulatedLabeler:
         return truth
 
     def label_next(self) -> LabelingSession | None:
-        """Take the next assignment and label it to the end; None when nothing is served."""
-        assignment = next_assignment(labeler=self.labeler)
-        if assignment is None:
+        """Take the next labeling session and label it to the end; None when none is served."""
+        served = workbench.next_session(labeler=self.labeler)
+        if served is None:
             return None
-        session = assignment.session
+        session = served.session
         truth = step_truth(session.solution)
         finish = "solution"
         for index, true_rating in enumerate(truth):
             given = self.rating(true_rating)
-            rate_step(session_id=session.pk, labeler=self.labeler, step_index=index, rating=given)
+            workbench.rate_step(
+                session_id=session.pk, labeler=self.labeler, step_index=index, rating=given
+            )
             if given == -1:
                 finish = "found_error"
                 break
-        return submit_session(session_id=session.pk, labeler=self.labeler, finish_reason=finish)
+        return workbench.submit_session(
+            session_id=session.pk, labeler=self.labeler, finish_reason=finish
+        )
 
 
 def step_truth(solution: Solution) -> list[int]:
@@ -65,37 +71,35 @@ def make_labelers(*, count: int, noise: float, seed: int) -> list[SimulatedLabel
         raise ValueError("noise must be between 0 and 1.")
     group, _ = Group.objects.get_or_create(name=ANNOTATOR_ROLE)
     users = get_user_model().objects
-    labelers = []
+    simulated = []
     for k in range(count):
         user, created = users.get_or_create(username=f"{USERNAME_PREFIX}{k}")
         if created:
             user.set_unusable_password()
             user.save(update_fields=["password"])
             user.groups.add(group)
-        labelers.append(
+        simulated.append(
             SimulatedLabeler(
-                labeler=get_or_create_labeler(user=user),
+                labeler=labelers.get_or_create_labeler(user=user),
                 noise=noise,
                 rng=random.Random(f"{seed}:labeler:{k}"),
             )
         )
-    return labelers
+    return simulated
 
 
 def work_left(*, labeler: Labeler, generation: Generation) -> bool:
     """Is anything of this generation still to be labeled by this labeler?
 
     Its shared solutions that nobody submitted yet, and its quality-control solutions this
-    labeler has not done. Checked before asking for an assignment, so that a labeler never
+    labeler has not done. Checked before asking for a session, so that a labeler never
     falls through to the leftover queue (older or unselected solutions), which would label
     outside the strategy's choice.
     """
-    submitted = LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
-    mine = submitted.filter(labeler=labeler)
     in_generation = Solution.objects.filter(generation=generation, problem__is_bad=False)
-    shared = Q(is_quality_control=False, is_screening=False) & ~Q(Exists(submitted))
-    qc = Q(is_quality_control=True) & ~Q(Exists(mine))
-    return in_generation.filter(shared | qc).exists()
+    shared = Q(is_quality_control=False, is_screening=False) & ~Q(has_submitted_label())
+    quality_control = Q(is_quality_control=True) & ~Q(has_submitted_label(labeler=labeler))
+    return in_generation.filter(shared | quality_control).exists()
 
 
 def label_generation(

@@ -1,33 +1,30 @@
 """The simulation loop: generations of select -> label -> retrain -> evaluate, without humans.
 
 Everything a human loop does goes through the product's own code:
-- the pool is imported with `labeling.services.import_problems` / `import_solutions` (which
-  grade every final answer against the ground truth);
+- the pool is imported with `labeling.services.importing.import_problems` /
+  `import_solutions` (which grade every final answer against the ground truth);
 - generation 1 is a seeded uniform sample (no model exists yet); every later generation is
   published by `trainer.selection.select_generation` with the active model version and the
   strategy under test (`convincing_wrong_answer`, `uniform` or `uncertainty`);
-- simulated labelers label through `labeling.services` (assign -> rate until the first -1 ->
-  submit), with a configurable noise rate;
+- simulated labelers label through `labeling.services.workbench` (next session -> rate until
+  the first -1 -> submit), with a configurable noise rate;
 - the PRM is retrained from every submitted session as a recorded training run
-  (`trainer.services.request_training_run` + `execute_training_run`), and the new model version
-  is made active, which rescores the pool (Celery tasks run in-process here).
+  (`trainer.runs.request_training_run` + `execute_training_run`), and the new model version
+  is made active (`trainer.model_versions.activate_model_version`), which rescores the pool
+  (Celery tasks run in-process here).
 
 After each retrain the generation is evaluated on a generated test set no labeler saw (see
 `evaluation`): step AUROC, first-error F1, and best-of-N accuracy of the PRM, of an outcome
 reward model (ORM: the same tiny model trained on final-answer correctness of as many
 uniformly drawn pool solutions as labels were used), and of majority voting.
 
-The simulation owns its database: it refuses one that holds anything it did not write (run it
-on an empty one, e.g. `DATABASE_URL=sqlite:///var/simulation.sqlite3`), and clears its own
-previous run before starting.
+The simulation owns its database (`pool`): it refuses one that holds anything it did not
+write (run it on an empty one, e.g. `DATABASE_URL=sqlite:///var/simulation.sqlite3`), and
+clears its own previous run before starting.
 """
 
 import hashlib
-import json
-import math
 import random
-import shutil
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -35,46 +32,33 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count
 
-from labeling import quality
-from labeling.models import Generation, LabelingSession, Problem, SelectionReason, Solution
-from labeling.services import import_problems, import_solutions
-from trainer import selection, services
-from trainer.dataset import Example
+from labeling.models import Generation, LabelingSession, SelectionReason, Solution
+from trainer import model_versions, runs, selection
 from trainer.models import ModelVersion, TrainingRun
-from trainer.simulation import evaluation
-from trainer.simulation.domain import (
-    KEY_PREFIX,
-    SOURCE,
-    SUBJECT,
-    Generator,
-    Sample,
-    make_problems,
-)
-from trainer.simulation.labelers import USERNAME_PREFIX, label_generation, make_labelers
+from trainer.params import TrainingParams
+from trainer.prm import PRM
+from trainer.simulation import evaluation, pool
+from trainer.simulation.domain import Generator
+from trainer.simulation.labelers import label_generation, make_labelers
+from trainer.simulation.pool import SimulationRefused
 
-RESEARCHER = "sim-researcher"  # triggers the simulation's training runs
 STRATEGIES = tuple(selection.STRATEGIES)  # convincing_wrong_answer, uniform, uncertainty
-
-
-class SimulationRefused(Exception):
-    """The simulation cannot run here; the message says why."""
 
 
 @dataclass
 class SimulationConfig:
     strategy: str = "convincing_wrong_answer"
     generations: int = 6
-    labels_per_generation: int = 500  # submitted sessions per generation, QC included
+    labels_per_generation: int = 500  # submitted sessions per generation, quality control included
     pool_size: int = 8000  # candidate solutions (distinct), samples_per_problem per problem
     samples_per_problem: int = 16
     per_problem_cap: int = 4
     wrong_share: float = 0.8
-    qc: int = 0  # quality-control solutions (with gold), labeled once by every labeler
+    quality_control: int = 0  # quality-control solutions (with gold), labeled by every labeler
     labelers: int = 3
     noise: float = 0.05  # per step, a labeler's rating is a random wrong one
     seed: int = 0
@@ -101,9 +85,9 @@ class SimulationConfig:
                 raise SimulationRefused(f"{name} must be at least 1.")
         if not 0.0 <= self.noise <= 1.0:
             raise SimulationRefused("noise must be between 0 and 1.")
-        if self.qc < 0:
-            raise SimulationRefused("qc cannot be negative.")
-        if self.qc * self.labelers >= self.labels_per_generation:
+        if self.quality_control < 0:
+            raise SimulationRefused("quality_control cannot be negative.")
+        if self.quality_control * self.labelers >= self.labels_per_generation:
             raise SimulationRefused("Quality control would use the whole first generation.")
 
 
@@ -119,53 +103,7 @@ class SimulationResult:
 
 Emit = Callable[[str], None]
 
-
-# --- the database the simulation owns ---------------------------------------------------------
-
-
-def check_database() -> None:
-    """SimulationRefused unless everything in the database was written by the simulation."""
-    foreign = {
-        "problems": Problem.objects.exclude(unique_id__startswith=KEY_PREFIX).count(),
-        "labeling sessions": LabelingSession.objects.exclude(
-            labeler__user__username__startswith=USERNAME_PREFIX
-        ).count(),
-        "training runs": TrainingRun.objects.exclude(triggered_by__username=RESEARCHER).count(),
-        "model versions": ModelVersion.objects.exclude(
-            training_run__triggered_by__username=RESEARCHER
-        ).count(),
-    }
-    found = {name: count for name, count in foreign.items() if count}
-    if found:
-        listed = ", ".join(f"{count} {name}" for name, count in found.items())
-        raise SimulationRefused(
-            f"This database holds data the simulation did not write ({listed}). The simulation "
-            "creates problems, labels, generations and model versions and clears its own "
-            "between runs: point it at an empty database, e.g. "
-            "DATABASE_URL=sqlite:///var/simulation.sqlite3 python manage.py migrate, then "
-            "run simulate with the same DATABASE_URL."
-        )
-
-
-def clear_simulation() -> None:
-    """Delete what an earlier simulation wrote (after check_database said it is all ours)."""
-    with transaction.atomic():
-        LabelingSession.objects.filter(labeler__user__username__startswith=USERNAME_PREFIX).delete()
-        Problem.objects.filter(unique_id__startswith=KEY_PREFIX).delete()
-        # Sessions and solutions are gone, and every generation was the simulation's.
-        Generation.objects.all().delete()
-        versions = ModelVersion.objects.filter(training_run__triggered_by__username=RESEARCHER)
-        paths = [Path(p) for p in versions.values_list("checkpoint_path", flat=True)]
-        versions.delete()
-        runs = TrainingRun.objects.filter(triggered_by__username=RESEARCHER)
-        paths += [
-            Path(settings.PRM_MODEL_DIR) / f"run-{pk}" for pk in runs.values_list("pk", flat=True)
-        ]
-        runs.delete()
-    root = Path(settings.PRM_MODEL_DIR).resolve()
-    for path in paths:
-        if path.resolve().parent == root and path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+# --- running tasks in process ----------------------------------------------------------------
 
 
 @contextmanager
@@ -183,87 +121,6 @@ def in_process():
             yield
     finally:
         app.conf.task_always_eager, app.conf.task_eager_propagates = saved
-
-
-# --- the pool ---------------------------------------------------------------------------------
-
-
-def pool_samples(config: SimulationConfig, generator: Generator) -> list[Sample]:
-    """Distinct samples, `samples_per_problem` per problem (fewer if a problem has fewer)."""
-    count = math.ceil(config.pool_size / config.samples_per_problem)
-    samples: list[Sample] = []
-    for problem in make_problems(count, seed=config.seed, namespace="pool"):
-        seen: set[tuple[str, ...]] = set()
-        index = 0
-        while len(seen) < config.samples_per_problem and index < 8 * config.samples_per_problem:
-            sample = generator.sample(problem, index)
-            index += 1
-            if tuple(sample.texts) not in seen:
-                seen.add(tuple(sample.texts))
-                samples.append(sample)
-    return samples[: config.pool_size]
-
-
-def import_pool(samples: list[Sample], *, qc: int, seed: int) -> dict:
-    """Import the pool through the product's importers; reserve `qc` gold QC solutions."""
-    problems = {s.problem.key: s.problem for s in samples}
-    with tempfile.TemporaryDirectory(prefix="simulate-") as tmp:
-        problems_path = Path(tmp) / "problems.jsonl"
-        solutions_path = Path(tmp) / "solutions.jsonl"
-        with problems_path.open("w", encoding="utf-8") as f:
-            for problem in problems.values():
-                record = {
-                    "unique_id": problem.key,
-                    "problem": problem.text,
-                    "answer": str(problem.answer),
-                    "subject": SUBJECT,
-                    "level": problem.leaves,
-                    "split": "simulation",
-                }
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        with solutions_path.open("w", encoding="utf-8") as f:
-            for sample in samples:
-                record = {
-                    "unique_id": sample.problem.key,
-                    "steps": sample.texts,
-                    "answer": sample.final_answer,
-                    "source": SOURCE,
-                    # Not a modelled key: kept in Solution.meta, where simulated labelers
-                    # read the truth.
-                    "simulation": {
-                        "step_ratings": [step.rating for step in sample.steps],
-                        "gold_ratings": sample.gold_ratings,
-                        "misconception": sample.from_misconception,
-                    },
-                }
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        imported_problems = import_problems(path=problems_path, name="simulated problems")
-        imported = import_solutions(path=solutions_path, name="simulated solutions")
-    reserved = _reserve_quality_control(count=qc, seed=seed)
-    pool = Solution.objects.filter(problem__unique_id__startswith=KEY_PREFIX)
-    return {
-        "problems": imported_problems.created,
-        "solutions": imported.created,
-        "correct_share": round(pool.filter(is_correct=True).count() / max(1, pool.count()), 4),
-        "quality_control": reserved,
-    }
-
-
-def _reserve_quality_control(*, count: int, seed: int) -> int:
-    """Seeded solutions of distinct problems become QC, with their exact labels as gold."""
-    if not count:
-        return 0
-    rows = list(Solution.objects.order_by("pk").values_list("pk", "problem_id"))
-    random.Random(f"{seed}:qc").shuffle(rows)
-    chosen: dict[int, int] = {}
-    for pk, problem_id in rows:
-        if len(chosen) < count and problem_id not in chosen:
-            chosen[problem_id] = pk
-    solutions = Solution.objects.filter(pk__in=chosen.values())
-    for solution in solutions:
-        solution.gold_ratings = solution.meta["simulation"]["gold_ratings"]
-        solution.save(update_fields=["gold_ratings"])
-    return quality.mark_solutions(solutions=solutions, role=quality.QUALITY_CONTROL)
 
 
 # --- one generation ---------------------------------------------------------------------------
@@ -331,87 +188,15 @@ def retrain(*, researcher, config: SimulationConfig) -> ModelVersion:
         "seed": config.seed,
         "eval_fraction": config.eval_fraction,
     }
-    run = services.request_training_run(user=researcher, params=params, enqueue=False)
-    run = services.execute_training_run(run_id=run.pk, worker_hostname="manage.py simulate")
+    run = runs.request_training_run(user=researcher, params=params, enqueue=False)
+    run = runs.execute_training_run(run_id=run.pk, worker_hostname="manage.py simulate")
     if run.status != TrainingRun.Status.SUCCEEDED:
         raise SimulationRefused(f"Training run {run.pk} {run.status}: {run.error}")
     version = run.model_version
     if not version.is_active:
         # The loop always selects with the newest model, as the paper's did.
-        version = services.activate_model_version(model_version_id=version.pk)
+        version = model_versions.activate_model_version(model_version_id=version.pk)
     return version
-
-
-@dataclass
-class TestSet:
-    samples: list[Sample]
-
-    @classmethod
-    def build(cls, config: SimulationConfig, generator: Generator) -> "TestSet":
-        problems = make_problems(config.test_problems, seed=config.seed, namespace="test")
-        return cls([s for p in problems for s in generator.samples(p, config.test_samples)])
-
-    def groups(self, scores: dict[str, list[float]]) -> list[list[evaluation.Scored]]:
-        by_problem: dict[str, list[evaluation.Scored]] = {}
-        for i, sample in enumerate(self.samples):
-            by_problem.setdefault(sample.problem.key, []).append(
-                evaluation.Scored(
-                    answer=sample.final_answer,
-                    is_correct=sample.is_correct,
-                    scores={name: values[i] for name, values in scores.items()},
-                )
-            )
-        return list(by_problem.values())
-
-
-def score_test_set(prm, samples: list[Sample]) -> tuple[list[list[float]], list[float]]:
-    from trainer.prm import solution_score
-
-    step_scores = prm.score(
-        problems=[s.problem.text for s in samples], steps=[s.texts for s in samples], batch_size=64
-    )
-    aggregation = prm.settings.aggregation
-    return step_scores, [solution_score(s, aggregation=aggregation) for s in step_scores]
-
-
-def orm_example(sample: Sample, problem_id: int) -> Example:
-    """Outcome supervision: the whole solution as one step, rated by its final answer."""
-    return Example(
-        problem_id=problem_id,
-        solution_id=None,
-        problem=sample.problem.text,
-        steps=["\n\n".join(sample.texts)],
-        labels=[1 if sample.is_correct else -1],
-    )
-
-
-def train_orm(*, samples: list[Sample], config: SimulationConfig):
-    """The ORM baseline on these samples, with the PRM's training recipe; returns it loaded."""
-    from trainer.prm import PRM
-    from trainer.train import TrainParams, train_prm
-
-    ids: dict[str, int] = {}
-    examples = [orm_example(s, ids.setdefault(s.problem.key, len(ids))) for s in samples]
-    params = TrainParams(
-        epochs=config.epochs,
-        learning_rate=config.learning_rate,
-        batch_size=config.batch_size,
-        seed=config.seed,
-        max_seconds=config.max_minutes * 60,
-    )
-    with tempfile.TemporaryDirectory(prefix="simulate-orm-") as tmp:
-        out = Path(tmp) / "orm"
-        train_prm(train=examples, eval=[], params=params, base_model=None, out_dir=out)
-        return PRM.load(out)
-
-
-def orm_scores(orm, samples: list[Sample]) -> list[float]:
-    step_scores = orm.score(
-        problems=[s.problem.text for s in samples],
-        steps=[["\n\n".join(s.texts)] for s in samples],
-        batch_size=64,
-    )
-    return [scores[0] for scores in step_scores]
 
 
 # --- the whole run ----------------------------------------------------------------------------
@@ -428,28 +213,36 @@ def run_simulation(
     `orm_cache` (label count -> ORM scores of the test set) lets runs with the same seed and
     test set share their ORM baselines: the ORM does not depend on the strategy.
     """
-    from trainer.prm import PRM
-
     say = emit or (lambda line: None)
     config.check()
-    check_database()
-    clear_simulation()
+    pool.check_database()
+    pool.clear_simulation()
     generator = Generator(seed=config.seed)
-    samples = pool_samples(config, generator)
-    test = TestSet.build(config, generator)
+    samples = pool.pool_samples(
+        size=config.pool_size,
+        samples_per_problem=config.samples_per_problem,
+        seed=config.seed,
+        generator=generator,
+    )
+    test = evaluation.TestSet.build(
+        problems=config.test_problems,
+        samples_per_problem=config.test_samples,
+        seed=config.seed,
+        generator=generator,
+    )
     orm_cache = {} if orm_cache is None else orm_cache
     orm_order = list(samples)
     random.Random(f"{config.seed}:orm").shuffle(orm_order)
 
-    pool = import_pool(samples, qc=config.qc, seed=config.seed)
+    imported = pool.import_pool(samples, quality_control=config.quality_control, seed=config.seed)
     say(
-        f"Pool: {pool['solutions']} solutions of {pool['problems']} problems "
-        f"({pool['correct_share']:.0%} correct); test set: {len(test.samples)} samples of "
+        f"Pool: {imported['solutions']} solutions of {imported['problems']} problems "
+        f"({imported['correct_share']:.0%} correct); test set: {len(test.samples)} samples of "
         f"{config.test_problems} problems."
     )
-    result = SimulationResult(config=_config_dict(config), pool=pool)
+    result = SimulationResult(config=_config_dict(config), pool=imported)
     labelers = make_labelers(count=config.labelers, noise=config.noise, seed=config.seed)
-    researcher, _ = get_user_model().objects.get_or_create(username=RESEARCHER)
+    researcher, _ = get_user_model().objects.get_or_create(username=pool.RESEARCHER)
 
     version: ModelVersion | None = None
     prm = None
@@ -458,9 +251,10 @@ def run_simulation(
             timings: dict[str, float] = {}
             started = time.monotonic()
             if version is None:
-                qc_sessions = pool["quality_control"] * config.labelers
+                quality_control_sessions = imported["quality_control"] * config.labelers
                 generation = initial_generation(
-                    config=config, batch_size=config.labels_per_generation - qc_sessions
+                    config=config,
+                    batch_size=config.labels_per_generation - quality_control_sessions,
                 )
             else:
                 generation = selection.select_generation(
@@ -469,7 +263,7 @@ def run_simulation(
                     batch_size=config.labels_per_generation,
                     per_problem_cap=config.per_problem_cap,
                     wrong_share=config.wrong_share,
-                    qc_count=pool["quality_control"],
+                    quality_control_count=imported["quality_control"],
                     seed=config.seed + round_,
                     prm=prm,
                 )
@@ -489,12 +283,14 @@ def run_simulation(
 
             started = time.monotonic()
             prm = PRM.load(version.checkpoint_path)
-            step_scores, prm_scores = score_test_set(prm, test.samples)
+            step_scores, prm_scores = evaluation.score_test_set(prm, test.samples)
             scores = {"prm": prm_scores}
             if config.orm and (config.orm_every_generation or round_ == config.generations):
                 if labels not in orm_cache:
-                    orm = train_orm(samples=orm_order[:labels], config=config)
-                    orm_cache[labels] = orm_scores(orm, test.samples)
+                    orm = evaluation.train_orm(
+                        samples=orm_order[:labels], params=_orm_params(config)
+                    )
+                    orm_cache[labels] = evaluation.orm_scores(orm, test.samples)
                 scores["orm"] = orm_cache[labels]
             timings["evaluate"] = time.monotonic() - started
             row = {
@@ -503,7 +299,7 @@ def run_simulation(
                 "new_labels": labeled,
                 **_composition(generation),
                 **evaluation.step_metrics(test.samples, step_scores),
-                "best_of_n": evaluation.best_of_n(
+                "best_of_n": evaluation.best_of_n_curves(
                     test.groups(scores),
                     sizes=config.best_of,
                     trials=config.trials,
@@ -517,6 +313,17 @@ def run_simulation(
             result.generations.append(row)
             say(f"{summary_line(row, config.best_of)} ({_seconds(timings)})")
     return result
+
+
+def _orm_params(config: SimulationConfig) -> TrainingParams:
+    """The PRM's training recipe, for the ORM baseline."""
+    return TrainingParams(
+        epochs=config.epochs,
+        learning_rate=config.learning_rate,
+        batch_size=config.batch_size,
+        seed=config.seed,
+        max_minutes=config.max_minutes,
+    )
 
 
 def _composition(generation: Generation) -> dict:

@@ -6,8 +6,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
+from labeling.demo.seed import seed_demo
 from labeling.models import LabelingSession, Solution, StepLabel, StepRating
-from labeling.services import get_or_create_labeler, seed_demo
+from labeling.services import labelers
 
 
 def user_with_role(username: str, role: str):
@@ -22,7 +23,7 @@ def label_demo_solutions(*, problems: int, username: str = "gold-labeler") -> in
     Returns the number of sessions submitted.
     """
     seed_demo()
-    labeler = get_or_create_labeler(user=user_with_role(username, "annotator"))
+    labeler = labelers.get_or_create_labeler(user=user_with_role(username, "annotator"))
     problem_ids = sorted(set(Solution.objects.values_list("problem_id", flat=True)))[:problems]
     return submit_gold_sessions(
         labeler=labeler,

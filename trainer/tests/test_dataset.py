@@ -4,7 +4,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from labeling.models import (
@@ -15,7 +14,7 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
-from labeling.services import get_or_create_labeler, import_prm800k
+from labeling.services.prm800k_import import import_prm800k
 from trainer.dataset import Example, build_examples, snapshot_hash, split_by_problem
 
 FIXTURES = Path(__file__).resolve().parents[2] / "labeling" / "tests" / "fixtures"
@@ -23,15 +22,15 @@ FIXTURES = Path(__file__).resolve().parents[2] / "labeling" / "tests" / "fixture
 pytestmark = pytest.mark.django_db
 
 
-def make_labeler(name: str = "labeler"):
-    return get_or_create_labeler(user=get_user_model().objects.create_user(username=name))
+@pytest.fixture
+def solution_of(make_solution):
+    """`solution_of(problem_text, steps, **fields)`: a solution of that problem (answer 5)."""
 
+    def make(problem_text: str, steps: list[str], **fields) -> Solution:
+        problem, _ = Problem.objects.get_or_create(text=problem_text, defaults={"answer": "5"})
+        return make_solution(problem, steps=steps, **fields)
 
-def make_solution(problem_text: str, steps: list[str], **fields) -> Solution:
-    problem, _ = Problem.objects.get_or_create(text=problem_text, defaults={"answer": "5"})
-    return Solution.objects.create(
-        problem=problem, steps=steps, answer="5", is_correct=True, **fields
-    )
+    return make
 
 
 def label(labeler, solution, ratings, *, submitted=True, alternatives=None, **fields):
@@ -56,9 +55,9 @@ def label(labeler, solution, ratings, *, submitted=True, alternatives=None, **fi
     return session
 
 
-def test_steps_stop_at_the_first_error_and_alternatives_become_examples():
+def test_steps_stop_at_the_first_error_and_alternatives_become_examples(make_labeler, solution_of):
     labeler = make_labeler()
-    solution = make_solution("What is $2+3$?", ["Add.", "Get $6$.", "So $6$.", "# Answer 6"])
+    solution = solution_of("What is $2+3$?", ["Add.", "Get $6$.", "So $6$.", "# Answer 6"])
     label(
         labeler,
         solution,
@@ -120,12 +119,12 @@ def test_phase1_import_uses_the_chosen_path_and_unchosen_completions():
     assert written.labels[1] == 1
 
 
-def test_quality_control_screening_and_generation_filters():
+def test_quality_control_screening_and_generation_filters(make_labeler, solution_of):
     labeler = make_labeler()
     generations = {n: Generation.objects.create(number=n) for n in (-1, 1, 2, 3)}
 
     def session(name, generation, **flags):
-        solution = make_solution(f"Problem {name}", [f"{name} step"], **flags)
+        solution = solution_of(f"Problem {name}", [f"{name} step"], **flags)
         label(labeler, solution, [1], generation=generations.get(generation), **flags)
 
     session("phase1", None)
@@ -139,10 +138,10 @@ def test_quality_control_screening_and_generation_filters():
         return sorted(e.problem.removeprefix("Problem ") for e in build_examples(**filters))
 
     assert names() == ["g1", "g2", "g3", "phase1", "qc"]
-    assert names(include_qc=False) == ["g1", "g2", "g3", "phase1"]
+    assert names(include_quality_control=False) == ["g1", "g2", "g3", "phase1"]
     assert names(include_screening=True) == ["g1", "g2", "g3", "phase1", "qc", "screening"]
     assert names(generation_min=2) == ["g2", "g3", "qc"]
-    assert names(generation_min=2, generation_max=2, include_qc=False) == ["g2"]
+    assert names(generation_min=2, generation_max=2, include_quality_control=False) == ["g2"]
     assert names(generation_max=1) == ["g1"]
 
 

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from trainer import evaluate
-from trainer.evaluate import Sample, best_of_n, majority_vote
+from trainer.evaluate import Sample, estimate_best_of_n, majority_vote
 
 
 def s(problem, answer, correct, prm=None, orm=None) -> Sample:
@@ -41,14 +41,14 @@ def test_drawing_the_whole_pool_always_picks_the_top_score():
         s("q", "1", False, prm=0.8),
         s("q", "2", True, prm=0.3),
     ]
-    estimate = best_of_n(samples=samples, n=2, trials=50)
+    estimate = estimate_best_of_n(samples=samples, n=2, trials=50)
     assert (estimate.mean, estimate.std) == (0.5, 0.0)
     assert (estimate.problems, estimate.trials, estimate.method) == (2, 50, "prm_score")
 
 
 def test_one_draw_of_two_is_right_half_the_time():
     samples = [s("p", "5", True, prm=0.9), s("p", "6", False, prm=0.1)]
-    estimate = best_of_n(samples=samples, n=1, trials=4000, seed=1)
+    estimate = estimate_best_of_n(samples=samples, n=1, trials=4000, seed=1)
     assert estimate.mean == pytest.approx(0.5, abs=0.03)
     # One problem: each trial is 0 or 1, so the std is that of a fair coin.
     assert estimate.std == pytest.approx(0.5, abs=0.01)
@@ -56,18 +56,18 @@ def test_one_draw_of_two_is_right_half_the_time():
 
 def test_padding_to_the_pool_makes_draws_come_up_empty():
     samples = [s("p", "5", True, prm=0.9)]
-    assert best_of_n(samples=samples, n=1, pool_size=4, trials=4000).mean == pytest.approx(
+    assert estimate_best_of_n(samples=samples, n=1, pool_size=4, trials=4000).mean == pytest.approx(
         0.25, abs=0.03
     )
-    assert best_of_n(samples=samples, n=4, pool_size=4, trials=10).mean == 1.0
+    assert estimate_best_of_n(samples=samples, n=4, pool_size=4, trials=10).mean == 1.0
 
 
 def test_a_sample_without_an_answer_is_never_picked():
     samples = [s("p", None, True, prm=0.99), s("p", "6", False, prm=0.5)]
-    assert best_of_n(samples=samples, n=2, trials=10).mean == 0.0
+    assert estimate_best_of_n(samples=samples, n=2, trials=10).mean == 0.0
     # Unscored samples rank below scored ones.
     unscored = [s("p", "5", True), s("p", "6", False, prm=0.01)]
-    assert best_of_n(samples=unscored, n=2, trials=10).mean == 0.0
+    assert estimate_best_of_n(samples=unscored, n=2, trials=10).mean == 0.0
 
 
 def test_the_trial_mean_converges_to_the_exact_expectation():
@@ -79,29 +79,29 @@ def test_the_trial_mean_converges_to_the_exact_expectation():
     ] + [s("q", "1", True, prm=0.2), s("q", "2", False, prm=0.7)]
     for n in (1, 3, 6):
         want = exact_best_of_n(samples, n=n, pool=6)
-        got = best_of_n(samples=samples, n=n, trials=3000, seed=n).mean
+        got = estimate_best_of_n(samples=samples, n=n, trials=3000, seed=n).mean
         assert got == pytest.approx(want, abs=0.02), n
 
 
 def test_each_score_ranks_on_its_own():
     samples = [s("p", "5", True, prm=0.9, orm=0.1), s("p", "6", False, prm=0.2, orm=0.8)]
-    assert best_of_n(samples=samples, n=2, score="prm_score", trials=5).mean == 1.0
-    assert best_of_n(samples=samples, n=2, score="orm_score", trials=5).mean == 0.0
+    assert estimate_best_of_n(samples=samples, n=2, score="prm_score", trials=5).mean == 1.0
+    assert estimate_best_of_n(samples=samples, n=2, score="orm_score", trials=5).mean == 0.0
 
 
 def test_the_same_seed_gives_the_same_estimate():
     samples = [s(p, str(i), i % 3 == 0, prm=(7 * i % 11) / 11) for p in "abc" for i in range(9)]
-    first = best_of_n(samples=samples, n=3, trials=30, seed=5)
-    assert first == best_of_n(samples=samples, n=3, trials=30, seed=5)
-    assert first != best_of_n(samples=samples, n=3, trials=30, seed=6)
+    first = estimate_best_of_n(samples=samples, n=3, trials=30, seed=5)
+    assert first == estimate_best_of_n(samples=samples, n=3, trials=30, seed=5)
+    assert first != estimate_best_of_n(samples=samples, n=3, trials=30, seed=6)
 
 
 def test_bad_sizes_are_refused():
     samples = [s("p", "5", True, prm=0.9)]
     with pytest.raises(ValueError, match="N must be between 1 and the pool size"):
-        best_of_n(samples=samples, n=2)
+        estimate_best_of_n(samples=samples, n=2)
     with pytest.raises(ValueError, match="pool_size 0 is below"):
-        best_of_n(samples=samples, n=1, pool_size=0)
+        estimate_best_of_n(samples=samples, n=1, pool_size=0)
 
 
 # --- majority voting --------------------------------------------------------------------------
@@ -243,4 +243,4 @@ def test_stored_solutions_are_samples_by_problem():
         (problem.pk, "3", {}),
         (problem.pk, None, {}),
     ]
-    assert best_of_n(samples=samples, n=3, trials=3).mean == 1.0
+    assert estimate_best_of_n(samples=samples, n=3, trials=3).mean == 1.0

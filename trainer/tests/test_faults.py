@@ -17,12 +17,12 @@ import pytest
 from django.urls import reverse
 from kombu import Connection
 
+from conftest import wait_for
 from labeling.models import LabelingSession, Problem, Solution, StepRating, solution_digest
-from labeling.services import LEASE
-from trainer import services
+from labeling.services.workbench import LEASE
+from trainer import runs
 from trainer.models import ModelVersion, TrainingRun
 from trainer.prm import PRM, PRMSettings
-from conftest import wait_for
 from trainer.tests.labels import label_demo_solutions, user_with_role
 
 # --- a worker killed while it scores the pool -------------------------------------------------
@@ -61,7 +61,7 @@ def scored_by(version: ModelVersion) -> int:
 
 
 def test_a_worker_killed_mid_scoring_is_replaced_and_the_pool_ends_scored_by_the_active_model(
-    start_worker, broker, client, tmp_path
+    start_worker, broker, client, make_user, tmp_path
 ):
     make_pool(size=POOL)
     # The pool as the previous active version left it.
@@ -78,7 +78,7 @@ def test_a_worker_killed_mid_scoring_is_replaced_and_the_pool_ends_scored_by_the
     first = start_worker(name, PRM_SCORE_CHUNK=SCORE_CHUNK)
     # Activated once the worker runs, so only the activation queues the scoring.
     wait_for(lambda: " ready." in first.log_path.read_text(), timeout=120, what="the worker")
-    client.force_login(user_with_role("rita", "researcher"))
+    client.force_login(make_user("rita", "researcher"))
     response = client.post(reverse("model-activate", args=[new.pk]), follow=True)
     assert "new is now active; solutions are being rescored" in response.content.decode()
 
@@ -137,8 +137,8 @@ def trusted(settings):
 
 
 def train_once() -> TrainingRun:
-    run = services.request_training_run(user=None, params=TINY_RUN, enqueue=False)
-    return services.execute_training_run(run_id=run.pk, worker_hostname="test")
+    run = runs.request_training_run(user=None, params=TINY_RUN, enqueue=False)
+    return runs.execute_training_run(run_id=run.pk, worker_hostname="test")
 
 
 def assert_failed_without_a_model(run: TrainingRun, trusted: ModelVersion, client) -> None:
@@ -258,11 +258,11 @@ def lease_runs_out(session: LabelingSession) -> None:
 
 @pytest.mark.django_db
 def test_a_closed_tab_loses_nothing_and_its_solution_goes_to_the_next_labeler(
-    three_solutions, client
+    three_solutions, client, make_user
 ):
     first, second, third = three_solutions
-    ann = user_with_role("ann", "annotator")
-    bob = user_with_role("bob", "annotator")
+    ann = make_user("ann", "annotator")
+    bob = make_user("bob", "annotator")
     client.force_login(ann)
 
     done = open_next(client)
@@ -289,10 +289,10 @@ def test_a_closed_tab_loses_nothing_and_its_solution_goes_to_the_next_labeler(
     mine = {s["id"]: s for s in client.get("/api/sessions/").json()["results"]}
     assert set(mine) == {done.pk, left.pk}
     assert mine[left.pk]["abandoned_at"] and mine[left.pk]["submitted_at"] is None
-    ratings = [(s["index"], s["ratings"][0]["rating"]) for s in mine[left.pk]["steps"]]
+    ratings = [(s["index"], s["ratings"][0]["rating"]) for s in mine[left.pk]["step_labels"]]
     assert sorted(ratings) == [(0, 1), (1, 0)]
     assert mine[done.pk]["finish_reason"] == "solution" and mine[done.pk]["abandoned_at"] is None
-    assert len(mine[done.pk]["steps"]) == 4
+    assert len(mine[done.pk]["step_labels"]) == 4
 
     # Her old tab is told why it can no longer rate, and its ratings stay as they were.
     stale = rate(client, left, 2, 1)
@@ -309,8 +309,10 @@ def test_a_closed_tab_loses_nothing_and_its_solution_goes_to_the_next_labeler(
 
     # The export holds finished labels: Ann's complete one; an abandoned half label is not a
     # PRM800K record (PRM800K has no finish reason for "left").
-    client.force_login(user_with_role("ada", "admin"))
-    response = client.get(reverse("export-labels"), {"download": "1", "include_qc": "on"})
+    client.force_login(make_user("ada", "admin"))
+    response = client.get(
+        reverse("export-labels"), {"download": "1", "include_quality_control": "on"}
+    )
     lines = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
     exported = [line["question"]["pre_generated_steps"] for line in lines]
     assert exported == [first.steps]
@@ -318,8 +320,8 @@ def test_a_closed_tab_loses_nothing_and_its_solution_goes_to_the_next_labeler(
 
 
 @pytest.mark.django_db
-def test_a_lapsed_lease_nobody_took_resumes_with_every_rating(three_solutions, client):
-    client.force_login(user_with_role("ann", "annotator"))
+def test_a_lapsed_lease_nobody_took_resumes_with_every_rating(three_solutions, client, make_user):
+    client.force_login(make_user("ann", "annotator"))
     left = open_next(client)
     rate(client, left, 0, 1)
     rate(client, left, 1, 0)
@@ -329,6 +331,6 @@ def test_a_lapsed_lease_nobody_took_resumes_with_every_rating(three_solutions, c
 
     assert back.pk == left.pk
     page = client.get(reverse("label-session", args=[back.pk]))
-    assert [step["rating"] for step in page.context["steps"]] == [1, 0, None]
+    assert [step.rating for step in page.context["steps"]] == [1, 0, None]
     assert page.context["current"] == "s2"
     assert rate(client, back, 2, 1).status_code == 200

@@ -8,10 +8,8 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 from rest_framework.test import APIClient
 
-from labeling import services as labeling
 from labeling.models import Generation, LabelingSession, Problem, Solution
 from trainer.models import ModelVersion
-from trainer.tests.labels import user_with_role
 
 pytestmark = pytest.mark.django_db
 
@@ -19,7 +17,7 @@ DOWN = OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refu
 
 
 @pytest.fixture
-def generation() -> Generation:
+def generation(make_labeler) -> Generation:
     """Generation 3: 4 to label (3 wrong answers), 1 QC; one labeler submitted 2 of them."""
     version = ModelVersion.objects.create(name="v7", checkpoint_path="/x", is_active=True)
     generation = Generation.objects.create(
@@ -31,7 +29,7 @@ def generation() -> Generation:
         ("9", False, 0.8, "wrong_answer_convincing"),
         ("6", False, 0.7, "convincing"),
         ("7", True, 0.6, "convincing"),
-        ("7 ", True, 0.5, "qc"),
+        ("7 ", True, 0.5, "quality_control"),
     ]
     solutions = [
         Solution.objects.create(
@@ -43,11 +41,11 @@ def generation() -> Generation:
             selection_model_version=version,
             selection_score=score,
             selection_reason=reason,
-            is_quality_control=reason == "qc",
+            is_quality_control=reason == "quality_control",
         )
         for answer, correct, score, reason in rows
     ]
-    labeler = labeling.get_or_create_labeler(user=user_with_role("lab", "annotator"))
+    labeler = make_labeler("lab")
     now = timezone.now()
     for solution in (solutions[0], solutions[4]):
         LabelingSession.objects.create(
@@ -66,24 +64,28 @@ def generation() -> Generation:
     return generation
 
 
-def login(client, role: str):
-    user = user_with_role(f"{role}-user", role)
-    if role == "admin":
-        user.is_staff = user.is_superuser = True
-        user.save()
-    client.force_login(user)
-    return user
+@pytest.fixture
+def login(client, make_user):
+    """`login(role)`: `client` logged in as a new user of that role."""
+
+    def log_in(role: str):
+        admin = role == "admin"
+        user = make_user(f"{role}-user", role, is_staff=admin, is_superuser=admin)
+        client.force_login(user)
+        return user
+
+    return log_in
 
 
 @pytest.mark.parametrize("role,status", [("annotator", 403), ("researcher", 200), ("admin", 200)])
-def test_generation_pages_are_for_researchers_and_admins(client, generation, role, status):
-    login(client, role)
+def test_generation_pages_are_for_researchers_and_admins(client, generation, role, status, login):
+    login(role)
     for url in (
         reverse("generation-list"),
         reverse("generation-detail", args=[generation.pk]),
     ):
         assert client.get(url).status_code == status, url
-    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+    with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
         response = client.post(reverse("generation-list"), {})
     assert response.status_code == (403 if role == "annotator" else 400)
     apply_async.assert_not_called()
@@ -94,13 +96,15 @@ def test_anonymous_users_are_sent_to_login(client, generation):
     assert response.status_code == 302 and "login" in response["Location"]
 
 
-def test_a_missing_generation_is_404(client):
-    login(client, "researcher")
+def test_a_missing_generation_is_404(client, login):
+    login("researcher")
     assert client.get(reverse("generation-detail", args=[999])).status_code == 404
 
 
-def test_the_generation_page_shows_composition_scores_labels_and_progress(client, generation):
-    login(client, "researcher")
+def test_the_generation_page_shows_composition_scores_labels_and_progress(
+    client, generation, login
+):
+    login("researcher")
     page = client.get(reverse("generation-detail", args=[generation.pk])).content.decode()
 
     assert "Generation 3" in page and "v7" in page
@@ -108,7 +112,7 @@ def test_the_generation_page_shows_composition_scores_labels_and_progress(client
     assert "75% of the batch (3)" in page  # wrong answers among the 4
     assert "0.750" in page  # mean of 0.9, 0.8, 0.7, 0.6 (QC left out)
     assert "1 of 4 (25%); 2 labels submitted" in page
-    assert "wrong_answer_convincing: 2" in page and "qc: 1" in page
+    assert "wrong_answer_convincing: 2" in page and "quality_control: 1" in page
     labeler = LabelingSession.objects.first().labeler
     row = page.split(f'data-labeler="{labeler.uuid}"')[1].split("</tr>")[0]
     cells = [c.split("</td>")[0].strip() for c in row.split("<td>")[1:]]
@@ -116,14 +120,14 @@ def test_the_generation_page_shows_composition_scores_labels_and_progress(client
     assert "lab" not in cells[0]  # researchers see the UUID only
 
 
-def test_admins_see_who_is_behind_a_labeler(client, generation):
-    login(client, "admin")
+def test_admins_see_who_is_behind_a_labeler(client, generation, login):
+    login("admin")
     page = client.get(reverse("generation-detail", args=[generation.pk])).content.decode()
     assert "<br>lab" in page
 
 
-def test_the_list_shows_each_generation_and_the_nav_links_to_it(client, generation):
-    login(client, "researcher")
+def test_the_list_shows_each_generation_and_the_nav_links_to_it(client, generation, login):
+    login("researcher")
     page = client.get(reverse("generation-list")).content.decode()
     assert reverse("generation-detail", args=[generation.pk]) in page
     assert "75%" in page and "0.750" in page and "1 / 4" in page
@@ -135,14 +139,14 @@ FORM = {
     "batch_size": 20,
     "per_problem_cap": 2,
     "wrong_share": 0.8,
-    "qc_count": 1,
+    "quality_control_count": 1,
     "seed": 4,
 }
 
 
-def test_the_publish_button_queues_a_selection_with_the_form_parameters(client, generation):
-    login(client, "researcher")
-    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+def test_the_publish_button_queues_a_selection_with_the_form_parameters(client, generation, login):
+    login("researcher")
+    with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
         response = client.post(reverse("generation-list"), FORM)
     assert response.status_code == 302
     (version_id, params), *_ = apply_async.call_args.args
@@ -150,19 +154,19 @@ def test_the_publish_button_queues_a_selection_with_the_form_parameters(client, 
     assert params == FORM
 
 
-def test_publishing_without_an_active_version_is_409(client, generation):
+def test_publishing_without_an_active_version_is_409(client, generation, login):
     ModelVersion.objects.update(is_active=False)
-    login(client, "researcher")
-    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+    login("researcher")
+    with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
         response = client.post(reverse("generation-list"), FORM)
     assert response.status_code == 409
     assert "No model version is active" in response.content.decode()
     apply_async.assert_not_called()
 
 
-def test_publishing_with_the_broker_down_is_503(client, generation):
-    login(client, "researcher")
-    with mock.patch("trainer.tasks.select_generation.apply_async", side_effect=DOWN):
+def test_publishing_with_the_broker_down_is_503(client, generation, login):
+    login("researcher")
+    with mock.patch("trainer.tasks.select_generation_task.apply_async", side_effect=DOWN):
         response = client.post(reverse("generation-list"), FORM)
     assert response.status_code == 503
     assert "broker is unreachable" in response.content.decode()
@@ -171,14 +175,20 @@ def test_publishing_with_the_broker_down_is_503(client, generation):
 # --- the API ----------------------------------------------------------------------------------
 
 
-def api(role: str) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user_with_role(f"{role}-api", role))
-    return client
+@pytest.fixture
+def api(make_user):
+    """`api(role)`: an API client authenticated as a new user of that role."""
+
+    def client_of(role: str) -> APIClient:
+        client = APIClient()
+        client.force_authenticate(make_user(f"{role}-api", role))
+        return client
+
+    return client_of
 
 
-def test_post_generations_queues_selection_for_researchers(generation):
-    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+def test_post_generations_queues_selection_for_researchers(generation, api):
+    with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
         response = api("researcher").post(
             "/api/generations/", {"batch_size": 8, "strategy": "uncertainty"}, format="json"
         )
@@ -199,15 +209,15 @@ def test_post_generations_queues_selection_for_researchers(generation):
         ("broker-down", {}, 503),
         ("researcher", {"strategy": "best"}, 400),
         ("researcher", {"wrong_share": 2}, 400),
-        ("researcher", {"batch_size": 0, "qc_count": 0}, 400),
+        ("researcher", {"batch_size": 0, "quality_control_count": 0}, 400),
     ],
 )
-def test_post_generations_statuses(generation, setup, body, status):
+def test_post_generations_statuses(generation, setup, body, status, api):
     if setup == "no-active":
         ModelVersion.objects.update(is_active=False)
     client = api("annotator" if setup == "annotator" else "researcher")
     with mock.patch(
-        "trainer.tasks.select_generation.apply_async",
+        "trainer.tasks.select_generation_task.apply_async",
         side_effect=DOWN if setup == "broker-down" else None,
     ) as apply_async:
         response = client.post("/api/generations/", body, format="json")

@@ -8,19 +8,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
-from labeling.services import get_or_create_labeler
+from labeling.services.labelers import get_or_create_labeler
 from trainer import selectors, views
 from trainer.models import ModelVersion, TrainingRun
 from trainer.tests.labels import user_with_role
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def researcher(client):
-    user = user_with_role("rita", "researcher")
-    client.force_login(user)
-    return user
 
 
 def rate(solution: Solution, username: str, ratings: list[int], *, submitted=True, flagged=()):
@@ -186,8 +179,8 @@ def test_a_version_trained_with_neutral_as_bad_reads_a_0_rating_as_not_ok(crafte
     rows = {r["solution"]: r for r in selectors.disagreements(model_version=active)}
     # mild: +1 vs 0.7 (0.3) and 0 vs 0.4, now 0.4 instead of 0.6.
     assert rows[crafted["mild"].pk]["worst"] == pytest.approx(0.4)
-    assert selectors.step_disagreement(prm_score=0.4, rating=0, neutral_as_ok=False) == 0.4
-    assert selectors.step_disagreement(prm_score=0.4, rating=0, neutral_as_ok=True) == 0.6
+    assert selectors.step_disagreement(prm_score=0.4, rating=0, neutral_as_positive=False) == 0.4
+    assert selectors.step_disagreement(prm_score=0.4, rating=0, neutral_as_positive=True) == 0.6
 
 
 def test_the_disagreement_page_lists_solutions_worst_first_with_links(client, researcher, crafted):
@@ -224,11 +217,11 @@ def test_an_unknown_solution_is_a_404(client, researcher):
 
 
 @pytest.mark.parametrize("name", ["solution-inspect", "disagreement-list"])
-def test_annotators_get_403_and_anonymous_users_go_to_login(client, crafted, name):
+def test_annotators_get_403_and_anonymous_users_go_to_login(client, make_user, crafted, name):
     args = [crafted["confident_miss"].pk] if name == "solution-inspect" else []
     url = reverse(name, args=args)
     response = client.get(url)
     assert response.status_code == 302 and "login" in response["Location"]
-    client.force_login(user_with_role("ann", "annotator"))
+    client.force_login(make_user("ann", "annotator"))
     assert client.get(url).status_code == 403
     assert reverse("disagreement-list") not in client.get(reverse("home")).content.decode()

@@ -7,7 +7,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer.prm import IGNORE, PRM, STEP_TAG, PRMSettings, pack, pad, solution_score
+from trainer import params
+from trainer.prm import (
+    AGGREGATIONS,
+    IGNORE,
+    PRM,
+    STEP_TAG,
+    PRMSettings,
+    pack,
+    pad,
+    solution_score,
+)
 
 CORPUS = [
     "What is $2 + 3$?",
@@ -95,14 +105,10 @@ def test_one_forward_pass_scores_every_step_the_same_batched_or_alone(prm):
         assert all(0.0 <= s <= 1.0 for s in scores)
 
 
-def _full_pass(module, input_ids, tags):
-    # The whole backbone at every position, then the head at the tags.
-    hidden = module.backbone(input_ids=input_ids, use_cache=False).last_hidden_state
-    return module.head(hidden[tags]).float()
-
-
-def test_reading_out_only_at_tags_gives_the_full_passes_logits_and_gradients(prm):
-    # Weights far from their near-zero init, so that any position mixed up shows.
+def test_right_padding_without_a_mask_changes_no_logit_loss_or_gradient(prm):
+    # Training and scoring feed right-padded rows without an attention mask (causal
+    # attention keeps pads unseen); each row must come out as it would alone. Weights far
+    # from their near-zero init, so that any position mixed up shows.
     module = copy.deepcopy(prm.module)
     torch.manual_seed(3)
     with torch.no_grad():
@@ -111,34 +117,28 @@ def test_reading_out_only_at_tags_gives_the_full_passes_logits_and_gradients(prm
     encoded = prm.encode_many(PROBLEMS * 2, [s[::-1] for s in STEPS] + STEPS, [[1, 0, -1, 1]] * 6)
     input_ids, _ = pad([e.input_ids for e in encoded], prm.pad_id)  # rows of different lengths
     labels, _ = pad([e.labels for e in encoded], prm.pad_id, fill=IGNORE)
-    tags = input_ids == prm.step_tag_id
-    last_mlp_rows = []
-    module.backbone.layers[-1].mlp.register_forward_hook(
-        lambda mlp, args, out: last_mlp_rows.append(args[0].shape[:-1].numel())
-    )
+    alone = [(torch.tensor([e.input_ids]), torch.tensor([e.labels])) for e in encoded]
 
     module.eval()
     with torch.inference_mode():
-        _, read = module(input_ids, positions=tags)
-        full = _full_pass(module, input_ids, tags)
-    assert read.shape == full.shape == (int(tags.sum()), 3)
-    assert torch.allclose(read, full, atol=1e-5)
-    assert full.std() > 0.1  # the logits differ enough between tags for the check to bite
-    # The read-out ran the last layer's MLP at the query slots only (rows x most tags),
-    # the full pass at every position.
-    assert last_mlp_rows == [len(encoded) * int(tags.sum(1).max()), input_ids.numel()]
+        _, padded = module(input_ids, positions=input_ids == prm.step_tag_id)
+        separate = torch.cat([module(ids, positions=ids == prm.step_tag_id)[1] for ids, _ in alone])
+    assert padded.shape == separate.shape == (int((labels != IGNORE).sum()), 3)
+    assert torch.allclose(padded, separate, atol=1e-5)
+    assert separate.std() > 0.1  # the logits differ enough between tags for the check to bite
 
     module.train()
     loss, _ = module(input_ids, labels=labels)
-    read_grads = torch.autograd.grad(loss, list(module.parameters()))
-    full_loss = F.cross_entropy(_full_pass(module, input_ids, tags), labels[tags])
-    full_grads = torch.autograd.grad(full_loss, list(module.parameters()))
-    assert loss.item() == pytest.approx(full_loss.item(), abs=1e-5)
-    for read_grad, full_grad in zip(read_grads, full_grads, strict=True):
-        assert torch.allclose(read_grad, full_grad, atol=1e-5)
+    padded_grads = torch.autograd.grad(loss, list(module.parameters()))
+    logits = torch.cat([module(ids, positions=row != IGNORE)[1] for ids, row in alone])
+    separate_loss = F.cross_entropy(logits, labels[labels != IGNORE])
+    separate_grads = torch.autograd.grad(separate_loss, list(module.parameters()))
+    assert loss.item() == pytest.approx(separate_loss.item(), abs=1e-5)
+    for padded_grad, separate_grad in zip(padded_grads, separate_grads, strict=True):
+        assert torch.allclose(padded_grad, separate_grad, atol=1e-5)
 
 
-def test_neutral_counts_as_positive_only_when_set(prm):
+def test_neutral_as_positive_only_when_set(prm):
     probs = torch.tensor([[0.2, 0.5, 0.3]])  # p(-1), p(0), p(+1)
     assert prm.step_scores_from(probs) == pytest.approx([0.8])
     strict = PRM(
@@ -246,3 +246,7 @@ def test_solution_score_aggregations():
         solution_score(scores, aggregation="mean")
     with pytest.raises(ValueError):
         solution_score([], aggregation="min")
+
+
+def test_every_aggregation_a_run_may_choose_is_implemented():
+    assert tuple(AGGREGATIONS) == params.AGGREGATIONS

@@ -4,7 +4,7 @@ import re
 
 from django.contrib.auth.models import Group
 
-from labeling.services import create_demo_accounts
+from labeling.demo.seed import create_demo_accounts
 from trainer.models import TrainingRun
 
 

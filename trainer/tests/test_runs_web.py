@@ -5,16 +5,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from trainer.models import ModelVersion, TrainingRun
-from trainer.tests.labels import user_with_role
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def researcher(client):
-    user = user_with_role("rita", "researcher")
-    client.force_login(user)
-    return user
 
 
 @pytest.fixture
@@ -47,8 +39,8 @@ def pages(run_id: int, version_id: int) -> list[tuple[str, str]]:
     ]
 
 
-def test_annotators_get_403_on_every_training_page(client):
-    client.force_login(user_with_role("ann", "annotator"))
+def test_annotators_get_403_on_every_training_page(client, make_user):
+    client.force_login(make_user("ann", "annotator"))
     run = TrainingRun.objects.create()
     version = ModelVersion.objects.create(checkpoint_path="/x")
     for method, url in pages(run.pk, version.pk):
@@ -75,8 +67,8 @@ def test_researchers_see_the_pages_and_the_nav_links(client, researcher, finishe
     assert reverse("run-list") in home and reverse("model-list") in home
 
 
-def test_annotators_do_not_see_the_training_links(client):
-    client.force_login(user_with_role("ann", "annotator"))
+def test_annotators_do_not_see_the_training_links(client, make_user):
+    client.force_login(make_user("ann", "annotator"))
     home = client.get(reverse("home")).content.decode()
     assert reverse("run-list") not in home
 
@@ -89,7 +81,7 @@ def test_a_researcher_starts_a_run_from_the_form(client, researcher):
             "learning_rate": "0.001",
             "batch_size": "4",
             "max_minutes": "5",
-            "include_qc": "on",
+            "include_quality_control": "on",
             "generation_min": "1",
             "generation_max": "3",
         },
@@ -100,7 +92,9 @@ def test_a_researcher_starts_a_run_from_the_form(client, researcher):
     assert run.status == "queued" and run.triggered_by == researcher
     assert run.params["epochs"] == 2 and run.params["batch_size"] == 4
     assert run.params["learning_rate"] == 0.001 and run.params["max_minutes"] == 5
-    assert run.params["include_qc"] is True and run.params["include_screening"] is False
+    assert (
+        run.params["include_quality_control"] is True and run.params["include_screening"] is False
+    )
     assert (run.params["generation_min"], run.params["generation_max"]) == (1, 3)
 
     detail = client.get(response["Location"]).content.decode()

@@ -25,16 +25,16 @@ def prm() -> PRM:
     )
 
 
-def make_solutions() -> list[Solution]:
+@pytest.fixture
+def solutions(make_solution) -> list[Solution]:
     problem = Problem.objects.create(text="Solve it.", answer="5")
     return [
-        Solution.objects.create(problem=problem, steps=steps, answer=str(i), is_correct=i == 0)
+        make_solution(problem, i, steps=steps, answer=str(i), is_correct=i == 0)
         for i, steps in enumerate(STEPS)
     ]
 
 
-def test_scores_steps_solution_and_model_version_of_every_given_solution(prm):
-    solutions = make_solutions()
+def test_scores_steps_solution_and_model_version_of_every_given_solution(prm, solutions):
     untouched = solutions.pop()
     version = ModelVersion.objects.create(name="v1", checkpoint_path="/nowhere")
 
@@ -56,8 +56,7 @@ def test_scores_steps_solution_and_model_version_of_every_given_solution(prm):
     assert untouched.prm_score is None and untouched.prm_model_version_id is None
 
 
-def test_rescoring_replaces_the_previous_model_versions_scores(prm):
-    solutions = make_solutions()
+def test_rescoring_replaces_the_previous_model_versions_scores(prm, solutions):
     old = ModelVersion.objects.create(name="old", checkpoint_path="/old")
     Solution.objects.update(prm_score=0.123, prm_step_scores=[0.1], prm_model_version=old)
 
@@ -69,9 +68,9 @@ def test_rescoring_replaces_the_previous_model_versions_scores(prm):
         assert solution.prm_score != 0.123
 
 
-def test_a_solution_without_steps_gets_no_score(prm):
+def test_a_solution_without_steps_gets_no_score(prm, make_solution):
     problem = Problem.objects.create(text="Empty.", answer="1")
-    empty = Solution.objects.create(problem=problem, steps=[], answer="1", is_correct=False)
+    empty = make_solution(problem, steps=[], is_correct=False)
     version = ModelVersion.objects.create(name="v", checkpoint_path="/v")
 
     assert score_solutions(prm=prm, solution_ids=[empty.pk], model_version_id=version.pk) == 1

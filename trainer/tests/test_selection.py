@@ -2,7 +2,7 @@
 served, and how it is requested (on demand and after a retrain)."""
 
 from collections import Counter
-from pathlib import Path
+from datetime import timedelta
 from unittest import mock
 
 import pytest
@@ -11,13 +11,13 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from annotate.celery import app
-from labeling import services as labeling
 from labeling.models import Generation, LabelingSession, Problem, Solution
-from trainer import selection, services, tasks
+from labeling.services import workbench
+from labeling.services.labelers import get_or_create_labeler
+from trainer import pipeline, selection, tasks
 from trainer.models import ModelVersion, TrainingRun
-from trainer.selection import Candidate, SelectionRefused, choose
-from trainer.tests.labels import user_with_role
-from trainer.train import TrainResult
+from trainer.selection import Candidate, InvalidSelection, SelectionConflict, choose
+from trainer.tests.labels import label_demo_solutions, user_with_role
 
 pytestmark = pytest.mark.django_db
 
@@ -129,7 +129,7 @@ def test_ties_are_broken_by_the_seed_the_same_way_every_time():
     ],
 )
 def test_bad_parameters_are_refused_by_name(params, message):
-    with pytest.raises(SelectionRefused, match=message):
+    with pytest.raises(InvalidSelection, match=message):
         choose(candidates=[], **{"batch_size": 1, "per_problem_cap": 1, **params})
 
 
@@ -162,7 +162,7 @@ def make_pool(version, *, problems: int = 3, wrong: int = 3, right: int = 2) -> 
 
 def submit(solution: Solution, username: str = "ann") -> LabelingSession:
     user = user_with_role(username, "annotator")
-    labeler = labeling.get_or_create_labeler(user=user)
+    labeler = get_or_create_labeler(user=user)
     now = timezone.now()
     return LabelingSession.objects.create(
         labeler=labeler,
@@ -177,7 +177,13 @@ def submit(solution: Solution, username: str = "ann") -> LabelingSession:
 def select(version, **params) -> Generation:
     return selection.select_generation(
         model_version=version,
-        **{"batch_size": 4, "per_problem_cap": 2, "wrong_share": 0.5, "qc_count": 0, **params},
+        **{
+            "batch_size": 4,
+            "per_problem_cap": 2,
+            "wrong_share": 0.5,
+            "quality_control_count": 0,
+            **params,
+        },
     )
 
 
@@ -232,15 +238,15 @@ def test_quality_control_is_reserved_on_top_gold_first(version):
     gold = pool[(2, "r", 1)]
     Solution.objects.filter(pk=gold.pk).update(gold_ratings=[1, 1])
 
-    generation = select(version, batch_size=4, qc_count=3, seed=5)
+    generation = select(version, batch_size=4, quality_control_count=3, seed=5)
 
     picked = members(generation)
     qc = [s for s in picked.values() if s.is_quality_control]
     batch = [s for s in picked.values() if not s.is_quality_control]
     assert len(qc) == 3 and len(batch) == 4
     assert gold.pk in {s.pk for s in qc}
-    assert {s.selection_reason for s in qc} == {"qc"}
-    assert generation.params["selected"]["qc"] == 3
+    assert {s.selection_reason for s in qc} == {"quality_control"}
+    assert generation.params["selected"]["quality_control"] == 3
     # QC comes from what the batch left over.
     assert not {s.pk for s in qc} & {s.pk for s in batch}
 
@@ -251,7 +257,9 @@ def test_the_same_seed_selects_the_same_generation(version):
 
     def picked(seed):
         with transaction.atomic():
-            chosen = members(select(version, batch_size=5, qc_count=2, seed=seed)).values()
+            chosen = members(
+                select(version, batch_size=5, quality_control_count=2, seed=seed)
+            ).values()
             batch = [s.pk for s in sorted(chosen, key=lambda s: -s.priority)]
             qc = sorted(s.pk for s in chosen if s.is_quality_control)
             transaction.set_rollback(True)
@@ -275,22 +283,22 @@ def test_unlabeled_solutions_of_an_older_generation_can_be_selected_again(versio
 
 def test_the_labeling_queue_serves_the_newest_generation_first(version):
     make_pool(version, problems=2)
-    older = select(version, batch_size=6, per_problem_cap=3, qc_count=0)
-    newest = select(version, batch_size=1, qc_count=1, seed=3)
+    older = select(version, batch_size=6, per_problem_cap=3, quality_control_count=0)
+    newest = select(version, batch_size=1, quality_control_count=1, seed=3)
     # The older generation keeps solutions with a higher priority than the newest's.
     assert Solution.objects.filter(generation=older, priority__gt=1).exists()
     qc = Solution.objects.get(generation=newest, is_quality_control=True)
     top = Solution.objects.filter(generation=newest, is_quality_control=False).order_by(
         "-priority"
     )[0]
-    labeler = labeling.get_or_create_labeler(user=user_with_role("lab", "annotator"))
+    labeler = get_or_create_labeler(user=user_with_role("lab", "annotator"))
 
-    first = labeling.next_assignment(labeler=labeler)
+    first = workbench.next_session(labeler=labeler)
     assert (first.queue, first.session.solution_id) == ("quality_control", qc.pk)
-    labeling.submit_session(
+    workbench.submit_session(
         session_id=first.session.pk, labeler=labeler, finish_reason="give_up", reason_text="x"
     )
-    second = labeling.next_assignment(labeler=labeler)
+    second = workbench.next_session(labeler=labeler)
     assert (second.queue, second.session.solution_id) == ("generation", top.pk)
     assert second.session.generation == newest
 
@@ -326,7 +334,7 @@ def test_a_repeated_request_id_returns_the_generation_it_made(version):
 def test_nothing_to_select_is_refused_without_a_generation(version):
     pool = make_pool(version, problems=1, wrong=1, right=0)
     submit(pool[(0, "w", 0)])
-    with pytest.raises(SelectionRefused, match="Nothing to select"):
+    with pytest.raises(SelectionConflict, match="Nothing to select"):
         select(version)
     assert not Generation.objects.exists()
 
@@ -364,32 +372,32 @@ def test_selection_params_default_to_the_settings(settings):
     settings.SELECTION_BATCH_SIZE = 12
     settings.SELECTION_PER_PROBLEM_CAP = 3
     settings.SELECTION_WRONG_SHARE = 0.6
-    settings.SELECTION_QC_COUNT = 2
+    settings.SELECTION_QUALITY_CONTROL_COUNT = 2
     assert selection.selection_params({"batch_size": 5, "seed": None}) == {
         "strategy": "uncertainty",
         "batch_size": 5,
         "per_problem_cap": 3,
         "wrong_share": 0.6,
-        "qc_count": 2,
+        "quality_control_count": 2,
         "seed": 0,
     }
-    with pytest.raises(SelectionRefused, match="Unknown selection parameter"):
+    with pytest.raises(InvalidSelection, match="Unknown selection parameter"):
         selection.selection_params({"size": 3})
 
 
 def test_a_request_needs_an_active_model_version():
     ModelVersion.objects.create(checkpoint_path="/x")
     with (
-        mock.patch("trainer.tasks.select_generation.apply_async") as apply_async,
-        pytest.raises(selection.NoActiveModelVersion),
+        mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async,
+        pytest.raises(pipeline.NoActiveModelVersion),
     ):
-        selection.request_generation(params={})
+        pipeline.request_generation(params={})
     apply_async.assert_not_called()
 
 
 def test_a_request_queues_the_task_with_the_version_and_every_parameter(version):
-    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
-        queued = selection.request_generation(params={"batch_size": 7})
+    with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
+        queued = pipeline.request_generation(params={"batch_size": 7})
     assert queued.model_version == version and queued.params["batch_size"] == 7
     apply_async.assert_called_once_with((version.pk, queued.params), task_id=queued.task_id)
 
@@ -397,19 +405,20 @@ def test_a_request_queues_the_task_with_the_version_and_every_parameter(version)
 def test_a_broker_that_is_down_is_reported(version):
     down = OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
     with (
-        mock.patch("trainer.tasks.select_generation.apply_async", side_effect=down),
-        pytest.raises(selection.BrokerUnavailable, match="broker is unreachable"),
+        mock.patch("trainer.tasks.select_generation_task.apply_async", side_effect=down),
+        pytest.raises(pipeline.BrokerUnavailable, match="broker is unreachable"),
     ):
-        selection.request_generation(params={})
+        pipeline.request_generation(params={})
 
 
 def test_the_task_runs_on_the_gpu_queue_and_selects_once_per_message(version):
     make_pool(version)
-    assert app.amqp.router.route({}, "trainer.tasks.select_generation")["queue"].name == "gpu"
-    params = selection.selection_params({"batch_size": 3, "qc_count": 1})
+    route = app.amqp.router.route({}, "trainer.tasks.select_generation_task")
+    assert route["queue"].name == "gpu"
+    params = selection.selection_params({"batch_size": 3, "quality_control_count": 1})
 
-    first = tasks.select_generation.apply(args=(version.pk, params), task_id="t-1").get()
-    again = tasks.select_generation.apply(args=(version.pk, params), task_id="t-1").get()
+    first = tasks.select_generation_task.apply(args=(version.pk, params), task_id="t-1").get()
+    again = tasks.select_generation_task.apply(args=(version.pk, params), task_id="t-1").get()
 
     assert first == again == 1
     generation = Generation.objects.get()
@@ -435,8 +444,8 @@ def test_a_retrain_chains_into_selection_as_the_setting_says(
 ):
     settings.SELECTION_AFTER_RETRAIN = mode
     run = finished_run(user=None if scheduled else user_with_role("rita", "researcher"))
-    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
-        task_id = selection.select_after_retrain(run_id=run.pk, model_version_id=version.pk)
+    with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
+        task_id = pipeline.select_after_retrain(run_id=run.pk, model_version_id=version.pk)
     assert (task_id is not None) == queued
     assert apply_async.called == queued
 
@@ -444,35 +453,51 @@ def test_a_retrain_chains_into_selection_as_the_setting_says(
 def test_a_version_that_did_not_become_active_does_not_select(settings, version):
     settings.SELECTION_AFTER_RETRAIN = "always"
     other = ModelVersion.objects.create(checkpoint_path="/y")
-    with mock.patch("trainer.tasks.select_generation.apply_async") as apply_async:
+    with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
         assert (
-            selection.select_after_retrain(run_id=finished_run().pk, model_version_id=other.pk)
+            pipeline.select_after_retrain(run_id=finished_run().pk, model_version_id=other.pk)
             is None
         )
     apply_async.assert_not_called()
 
 
-def test_a_scheduled_run_that_activates_its_model_queues_scoring_then_selection(
-    settings, tmp_path, django_capture_on_commit_callbacks
+@pytest.mark.django_db(transaction=True)
+def test_a_scheduled_retrain_scores_the_pool_and_publishes_a_generation_with_its_model(
+    settings, tmp_path, monkeypatch
 ):
+    # The whole chain, each task run eagerly as the one before queues it: the periodic task
+    # queues a run, the run trains the tiny PRM and activates it, scoring rescores the pool
+    # with it, and selection publishes the next generation with it.
     settings.SELECTION_AFTER_RETRAIN = "scheduled"
+    settings.SELECTION_BATCH_SIZE = 6
+    settings.SELECTION_PER_PROBLEM_CAP = 2
+    settings.SELECTION_QUALITY_CONTROL_COUNT = 1
+    settings.PRM_RETRAIN_MIN_NEW_LABELS = 1
     settings.PRM_AUTO_PROMOTE = True
+    settings.PRM_PROMOTE_METRIC = "step_auroc"
+    settings.PRM_MODEL_DIR = tmp_path / "models"
     settings.PRM_HEARTBEAT_SECONDS = 3600
-    run = TrainingRun.objects.create(params={})  # queued by the schedule: no user
-    metrics = {"step_auroc": 0.8}
-    result = TrainResult(checkpoint_dir=Path(tmp_path), epochs=[metrics], final_metrics=metrics)
-    calls = []
-    with (
-        mock.patch.object(services, "_train", return_value=result),
-        mock.patch(
-            "trainer.tasks.score_solutions.delay", side_effect=lambda *a: calls.append("score")
-        ),
-        mock.patch(
-            "trainer.tasks.select_generation.apply_async",
-            side_effect=lambda *a, **k: calls.append("select"),
-        ),
-        django_capture_on_commit_callbacks(execute=True),
-    ):
-        services.execute_training_run(run_id=run.pk)
-    assert ModelVersion.objects.get().is_active
-    assert calls == ["score", "select"]
+    monkeypatch.setattr(app.conf, "task_always_eager", True)
+    monkeypatch.setattr(app.conf, "task_eager_propagates", True)
+    label_demo_solutions(problems=4)
+    TrainingRun.objects.create(
+        status="succeeded",
+        snapshot_at=timezone.now() - timedelta(days=1),
+        params={"epochs": 1, "batch_size": 8, "eval_fraction": 0.3},
+    )
+
+    run = TrainingRun.objects.get(pk=tasks.periodic_retrain_task())
+
+    assert run.status == "succeeded" and run.triggered_by is None, run.error
+    version = ModelVersion.objects.get(training_run=run)
+    assert version.is_active
+    assert not Solution.objects.exclude(prm_model_version=version).exists()
+    generation = Generation.objects.get()
+    assert generation.model_version == version
+    # Scoring ran before selection: selection found the whole pool scored by the new model.
+    assert generation.params["scored"] == 0
+    assert generation.params["quality_control_count"] == 1
+    picked = Solution.objects.filter(generation=generation)
+    assert picked.count() == 6 + 1
+    assert {s.selection_model_version_id for s in picked} == {version.pk}
+    assert all(s.selection_score == s.prm_score for s in picked if not s.is_quality_control)

@@ -15,29 +15,30 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotate.celery import app
-from labeling.models import Solution
-from trainer import tasks
-from trainer.models import ModelVersion, TrainingRun
 from conftest import wait_for
-from trainer.tests.labels import label_demo_solutions, user_with_role
+from labeling.models import Solution
+from trainer import runs, tasks
+from trainer.models import ModelVersion, TrainingRun
+from trainer.tests.labels import label_demo_solutions
 
 
 def test_training_and_scoring_go_to_the_gpu_queue_and_the_schedule_check_does_not():
     def queue(name: str) -> str:
         return app.amqp.router.route({}, name)["queue"].name
 
-    assert queue("trainer.tasks.train_prm") == "gpu"
-    assert queue("trainer.tasks.score_solutions") == "gpu"
-    assert queue("trainer.tasks.periodic_retrain") == "default"
+    assert queue("trainer.tasks.train_task") == "gpu"
+    assert queue("trainer.tasks.score_task") == "gpu"
+    assert queue("trainer.tasks.select_generation_task") == "gpu"
+    assert queue("trainer.tasks.periodic_retrain_task") == "default"
     assert app.conf.worker_prefetch_multiplier == 1
 
 
 def test_training_is_acked_late_but_never_requeued_when_its_worker_dies():
-    assert tasks.train_prm.acks_late is True
-    assert not tasks.train_prm.reject_on_worker_lost
-    assert tasks.train_prm.soft_time_limit == settings.PRM_TRAIN_SOFT_TIME_LIMIT
-    assert tasks.train_prm.time_limit == settings.PRM_TRAIN_TIME_LIMIT
-    assert tasks.train_prm.soft_time_limit < tasks.train_prm.time_limit
+    assert tasks.train_task.acks_late is True
+    assert not tasks.train_task.reject_on_worker_lost
+    assert tasks.train_task.soft_time_limit == settings.PRM_TRAIN_SOFT_TIME_LIMIT
+    assert tasks.train_task.time_limit == settings.PRM_TRAIN_TIME_LIMIT
+    assert tasks.train_task.soft_time_limit < tasks.train_task.time_limit
 
 
 class Consumer:
@@ -73,9 +74,9 @@ def test_a_restarted_worker_fails_the_run_its_killed_predecessor_left_running():
 @pytest.mark.django_db
 def test_the_periodic_task_starts_a_run_once_enough_labels_arrived(settings):
     settings.PRM_RETRAIN_MIN_NEW_LABELS = 3
-    assert tasks.periodic_retrain() is None
+    assert tasks.periodic_retrain_task() is None
     label_demo_solutions(problems=1)
-    run_id = tasks.periodic_retrain()
+    run_id = tasks.periodic_retrain_task()
     run = TrainingRun.objects.get(pk=run_id)
     assert run.status == "queued" and run.triggered_by is None
 
@@ -83,14 +84,22 @@ def test_the_periodic_task_starts_a_run_once_enough_labels_arrived(settings):
 # --- real workers -----------------------------------------------------------------------------
 
 
-def test_a_real_worker_trains_promotes_and_scores(start_worker, client, settings, tmp_path):
+def test_a_real_worker_trains_promotes_and_scores(
+    start_worker, client, make_user, settings, tmp_path
+):
     label_demo_solutions(problems=4)
-    client.force_login(user_with_role("rita", "researcher"))
+    client.force_login(make_user("rita", "researcher"))
     start_worker(f"runs-e2e-{os.getpid()}@%h")
 
     response = client.post(
         reverse("run-list"),
-        {"epochs": "1", "learning_rate": "0.001", "batch_size": "8", "include_qc": "on"},
+        {
+            "epochs": "1",
+            "learning_rate": "0.001",
+            "batch_size": "8",
+            "include_quality_control": "on",
+            "neutral_as_positive": "on",
+        },
     )
     assert response.status_code == 302
     run = TrainingRun.objects.get()
@@ -133,9 +142,7 @@ def test_killing_the_worker_mid_run_fails_the_run_and_keeps_the_active_model(
     name = f"runs-kill-{os.getpid()}@%h"
     first = start_worker(name)
 
-    from trainer import services
-
-    run = services.request_training_run(
+    run = runs.request_training_run(
         user=None, params={"epochs": 500, "batch_size": 4, "eval_fraction": 0.3}
     )
 
@@ -176,16 +183,16 @@ def test_the_periodic_task_requeues_scoring_a_killed_pool_child_left_unfinished(
     version.promoted_at = timezone.now()
     version.save()
 
-    with mock.patch("trainer.tasks.score_solutions.delay") as delay:
-        tasks.periodic_retrain()  # just activated: its scoring may still be running
-        assert not delay.called
+    with mock.patch("trainer.tasks.score_task.apply_async") as queue_scoring:
+        tasks.periodic_retrain_task()  # just activated: its scoring may still be running
+        assert not queue_scoring.called
 
         version.promoted_at = timezone.now() - timedelta(seconds=601)
         version.save()
-        tasks.periodic_retrain()
-        delay.assert_called_once_with(version.pk)
+        tasks.periodic_retrain_task()
+        queue_scoring.assert_called_once_with((version.pk,), task_id=None)
 
         Solution.objects.update(prm_model_version=version)  # finished meanwhile
-        delay.reset_mock()
-        tasks.periodic_retrain()
-        assert not delay.called
+        queue_scoring.reset_mock()
+        tasks.periodic_retrain_task()
+        assert not queue_scoring.called

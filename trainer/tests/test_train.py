@@ -1,14 +1,18 @@
 """The training loop and its held-out metrics, on the tiny built-in backbone (CPU)."""
 
+import ast
+import inspect
 import random
+from pathlib import Path
 
 import pytest
 
 from trainer import metrics
-from trainer.dataset import Example, build_examples, split_by_problem
+from trainer.dataset import Example, best_of_n_problems, build_examples, split_by_problem
+from trainer.params import InvalidParams, TrainingParams
 from trainer.prm import PRM
 from trainer.tests.labels import label_demo_solutions
-from trainer.train import TrainingCancelled, TrainParams, train_prm
+from trainer.train import TrainingCancelled, train_prm
 
 WORDS = ["we", "add", "the", "numbers", "then", "multiply", "both", "sides", "by", "two"]
 MARKERS = {1: "correct", 0: "maybe", -1: "mistake"}
@@ -48,7 +52,7 @@ def test_training_lowers_loss_and_ranks_good_steps_above_bad_ones(tmp_path):
     result = train_prm(
         train=synthetic(160, seed=1),
         eval=synthetic(40, seed=2),
-        params=TrainParams(**FAST),
+        params=TrainingParams(**FAST),
         base_model=None,
         out_dir=tmp_path / "model",
         on_progress=events.append,
@@ -96,7 +100,7 @@ def test_gradient_accumulation_counts_optimizer_steps(tmp_path):
     train_prm(
         train=synthetic(40, seed=1),
         eval=synthetic(6, seed=2),
-        params=TrainParams(epochs=1, batch_size=4, grad_accum=3, schedule="linear"),
+        params=TrainingParams(epochs=1, batch_size=4, grad_accum=3, schedule="linear"),
         base_model=None,
         out_dir=tmp_path / "model",
         on_progress=events.append,
@@ -117,7 +121,7 @@ def test_cancelling_stops_at_a_step_boundary_and_writes_nothing(tmp_path):
         train_prm(
             train=synthetic(80, seed=1),
             eval=synthetic(10, seed=2),
-            params=TrainParams(epochs=3, batch_size=8),
+            params=TrainingParams(epochs=3, batch_size=8),
             base_model=None,
             out_dir=tmp_path / "model",
             on_progress=events.append,
@@ -131,7 +135,7 @@ def test_time_limit_ends_training_early_but_keeps_the_model(tmp_path):
     result = train_prm(
         train=synthetic(80, seed=1),
         eval=synthetic(10, seed=2),
-        params=TrainParams(epochs=5, batch_size=8, max_seconds=0),
+        params=TrainingParams(epochs=5, batch_size=8, max_minutes=1e-9),
         base_model=None,
         out_dir=tmp_path / "model",
     )
@@ -146,17 +150,66 @@ def test_output_directory_must_be_new(tmp_path):
         train_prm(
             train=synthetic(4, seed=1),
             eval=[],
-            params=TrainParams(epochs=1),
+            params=TrainingParams(epochs=1),
             base_model=None,
             out_dir=tmp_path / "model",
         )
 
 
 def test_params_round_trip_and_refuse_unknown_keys():
-    params = TrainParams(epochs=7, learning_rate=1e-4, schedule="linear", max_seconds=60.0)
-    assert TrainParams.from_dict(params.to_dict()) == params
-    with pytest.raises(ValueError, match="epoch"):
-        TrainParams.from_dict({"epoch": 3})
+    params = TrainingParams(epochs=7, learning_rate=1e-4, schedule="linear", max_minutes=1.0)
+    assert TrainingParams.from_dict(params.to_dict()) == params
+    assert params.max_seconds == 60.0
+    with pytest.raises(InvalidParams, match="epoch"):
+        TrainingParams.from_dict({"epoch": 3})
+
+
+def test_an_unknown_schedule_or_aggregation_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="schedule"):
+        train_prm(
+            train=synthetic(4, seed=1),
+            eval=[],
+            params=TrainingParams(schedule="step"),
+            base_model=None,
+            out_dir=tmp_path / "model",
+        )
+    with pytest.raises(ValueError, match="aggregation"):
+        train_prm(
+            train=synthetic(4, seed=1),
+            eval=[],
+            params=TrainingParams(aggregation="mean"),
+            base_model=None,
+            out_dir=tmp_path / "model",
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_loop_reads_no_database():
+    # Benches and the simulation's calibration run the loop outside Django; what it needs from
+    # the database (examples, best-of-N problems) it is given. Imports for type hints only
+    # (under TYPE_CHECKING) are fine.
+    tree = ast.parse(Path(inspect.getsourcefile(train_prm)).read_text(encoding="utf-8"))
+    type_only = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for node in ast.walk(block)
+    }
+    imported = [
+        name
+        for node in ast.walk(tree)
+        if id(node) not in type_only
+        for name in (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+    ]
+    assert "torch" in imported  # the walk sees the imports at all
+    forbidden = ("django", "labeling", "trainer.dataset")
+    assert [n for n in imported if n.split(".")[0] in forbidden or n in forbidden] == []
 
 
 # Demo data: the shipped demo problems, each step rated as its gold label says. Held out
@@ -174,9 +227,10 @@ def test_tiny_prm_learns_the_demo_labels(tmp_path):
     result = train_prm(
         train=train,
         eval=held_out,
-        params=TrainParams(epochs=6, batch_size=8, learning_rate=3e-3),
+        params=TrainingParams(epochs=6, batch_size=8, learning_rate=3e-3),
         base_model=None,
         out_dir=tmp_path / "model",
+        best_of_n_problems=best_of_n_problems(held_out),
     )
 
     final = result.final_metrics
@@ -221,8 +275,8 @@ def test_first_error_metrics_are_processbench_style():
     assert metrics.first_error_metrics([[0.9]], [[1]])["first_error_f1"] is None
 
 
-def test_best_of_n_picks_the_highest_scored_solution():
-    result = metrics.best_of_n(
+def test_best_of_n_accuracy_picks_the_highest_scored_solution():
+    result = metrics.best_of_n_accuracy(
         [
             [(0.9, True), (0.2, False), (0.1, False)],
             [(0.4, False), (0.3, True)],
@@ -232,4 +286,4 @@ def test_best_of_n_picks_the_highest_scored_solution():
     assert result["best_of_n"] == 0.5
     assert result["best_of_n_problems"] == 2
     assert result["best_of_n_random"] == pytest.approx((1 / 3 + 1 / 2) / 2)
-    assert metrics.best_of_n([])["best_of_n"] is None
+    assert metrics.best_of_n_accuracy([])["best_of_n"] is None

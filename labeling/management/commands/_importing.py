@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.services import ImportFailed, ImportResult
+from labeling.services.importing import ImportFailed, ImportResult
 
 
 class ImportCommand(BaseCommand):

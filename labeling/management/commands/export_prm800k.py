@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from labeling.selectors import ExportFilters, write_prm800k
+from labeling.export import ExportFilters, write_prm800k
 
 
 def parse_since(value: str) -> datetime:
@@ -31,16 +31,27 @@ class Command(BaseCommand):
         parser.add_argument("--generation", type=int, help="only this generation number")
         parser.add_argument("--since", help="only sessions submitted at or after (ISO 8601)")
         parser.add_argument("--labeler", help="only this labeler's UUID")
-        qc = parser.add_mutually_exclusive_group()
-        qc.add_argument("--include-qc", dest="include_qc", action="store_true", default=True)
-        qc.add_argument("--exclude-qc", dest="include_qc", action="store_false")
+        quality_control = parser.add_mutually_exclusive_group()
+        quality_control.add_argument(
+            "--include-quality-control",
+            dest="include_quality_control",
+            action="store_true",
+            default=True,
+            help="include quality-control sessions (the default)",
+        )
+        quality_control.add_argument(
+            "--no-quality-control",
+            dest="include_quality_control",
+            action="store_false",
+            help="leave quality-control sessions out",
+        )
 
-    def handle(self, *args, out, generation, since, labeler, include_qc, **options):
+    def handle(self, *args, out, generation, since, labeler, include_quality_control, **options):
         filters = ExportFilters(
             generation=generation,
             since=parse_since(since) if since else None,
             labeler=parse_labeler(labeler) if labeler else None,
-            include_qc=include_qc,
+            include_quality_control=include_quality_control,
         )
         if out == "-":
             count = write_prm800k(out=self.stdout, filters=filters, progress=sys.stderr)

@@ -1,5 +1,5 @@
 from labeling.management.commands._importing import ImportCommand
-from labeling.services import import_prm800k
+from labeling.services.prm800k_import import import_prm800k
 
 
 class Command(ImportCommand):

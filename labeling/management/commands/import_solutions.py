@@ -1,5 +1,5 @@
 from labeling.management.commands._importing import ImportCommand
-from labeling.services import import_solutions
+from labeling.services.importing import import_solutions
 
 
 class Command(ImportCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from labeling.services import create_demo_accounts, seed_demo
+from labeling.demo.seed import create_demo_accounts, seed_demo
 
 
 class Command(BaseCommand):

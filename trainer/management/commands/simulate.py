@@ -33,7 +33,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--samples-per-problem", type=int, default=defaults.samples_per_problem)
         parser.add_argument("--per-problem-cap", type=int, default=defaults.per_problem_cap)
-        parser.add_argument("--qc", type=int, default=defaults.qc, help="QC solutions")
+        parser.add_argument(
+            "--quality-control",
+            type=int,
+            default=defaults.quality_control,
+            help="quality-control solutions (with gold), labeled by every labeler",
+        )
         parser.add_argument("--labelers", type=int, default=defaults.labelers)
         parser.add_argument(
             "--noise", type=float, default=defaults.noise, help="labelers' per-step error rate"

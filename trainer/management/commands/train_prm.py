@@ -2,7 +2,8 @@ import socket
 
 from django.core.management.base import BaseCommand, CommandError
 
-from trainer import services
+from annotate.errors import DomainError
+from trainer import runs
 
 
 class Command(BaseCommand):
@@ -18,7 +19,11 @@ class Command(BaseCommand):
         parser.add_argument("--max-minutes", type=float, help="stop training after this long")
         parser.add_argument("--seed", type=int)
         parser.add_argument("--eval-fraction", type=float, help="share of problems held out")
-        parser.add_argument("--no-qc", action="store_true", help="leave out QC sessions")
+        parser.add_argument(
+            "--no-quality-control",
+            action="store_true",
+            help="leave out quality-control sessions",
+        )
         parser.add_argument("--screening", action="store_true", help="include screening")
         parser.add_argument("--generation-min", type=int)
         parser.add_argument("--generation-max", type=int)
@@ -40,14 +45,14 @@ class Command(BaseCommand):
             )
             if options[name] is not None
         }
-        params["include_qc"] = not options["no_qc"]
+        params["include_quality_control"] = not options["no_quality_control"]
         params["include_screening"] = options["screening"]
         try:
-            run = services.request_training_run(user=None, params=params, enqueue=False)
-        except services.TrainingRefused as exc:
+            run = runs.request_training_run(user=None, params=params, enqueue=False)
+        except DomainError as exc:
             raise CommandError(str(exc)) from None
         self.stderr.write(f"training run {run.pk} started (Ctrl-C cancels it)")
-        run = services.execute_training_run(
+        run = runs.execute_training_run(
             run_id=run.pk, worker_hostname=f"manage.py@{socket.gethostname()}"
         )
         if run.status != run.Status.SUCCEEDED:

@@ -1,6 +1,6 @@
 """Imports as jobs: an uploaded file is checked, stored, and imported by a worker.
 
-The importers themselves (``services.import_*``) are all-or-nothing; a job only records who
+The importers themselves (`importing`, `prm800k_import`) are all-or-nothing; a job only records who
 uploaded what and how it ended, so a script can poll it.
 """
 
@@ -15,24 +15,28 @@ from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from labeling import prm800k, services
+from annotate.celery import queue_task
+from annotate.errors import Invalid, TooLarge
+from labeling import prm800k
 from labeling.models import ImportJob
+from labeling.services.importing import ImportFailed, import_problems, import_solutions, read_jsonl
+from labeling.services.prm800k_import import import_prm800k
 
 logger = logging.getLogger(__name__)
 
 IMPORTERS = {
-    ImportJob.Kind.PROBLEMS: services.import_problems,
-    ImportJob.Kind.SOLUTIONS: services.import_solutions,
-    ImportJob.Kind.PRM800K: services.import_prm800k,
+    ImportJob.Kind.PROBLEMS: import_problems,
+    ImportJob.Kind.SOLUTIONS: import_solutions,
+    ImportJob.Kind.PRM800K: import_prm800k,
 }
 
 
-class UploadRefused(Exception):
+class UploadRefused(Invalid):
     """An upload that is not imported; the message names the problem."""
 
-    def __init__(self, message: str, *, status: int = 400):
-        super().__init__(message)
-        self.status = status
+
+class UploadTooLarge(UploadRefused, TooLarge):
+    """An upload over the configured size limit."""
 
 
 def upload_dir() -> Path:
@@ -49,8 +53,8 @@ def _store(upload: IO[bytes], *, limit: int) -> tuple[Path, int]:
             for chunk in iter(lambda: upload.read(1024 * 1024), b""):
                 size += len(chunk)
                 if size > limit:
-                    raise UploadRefused(
-                        f"the file is larger than the upload limit ({limit:,} bytes)", status=413
+                    raise UploadTooLarge(
+                        f"the file is larger than the upload limit ({limit:,} bytes)"
                     )
                 out.write(chunk)
     except BaseException:
@@ -63,14 +67,14 @@ def check_upload(*, path: Path, kind: str, name: str) -> int:
     """Refuse what can be refused without the database: encoding, JSON, PRM800K schema."""
     lines = 0
     try:
-        for number, obj in services.read_jsonl(path=path, name=name, progress=False):
+        for number, obj in read_jsonl(path=path, name=name, progress=False):
             lines += 1
             if kind == ImportJob.Kind.PRM800K:
                 try:
                     prm800k.parse_record(obj)
                 except prm800k.InvalidRecord as exc:
-                    raise services.ImportFailed(f"{name}:{number}: {exc}") from None
-    except services.ImportFailed as exc:
+                    raise ImportFailed(f"{name}:{number}: {exc}") from None
+    except ImportFailed as exc:
         raise UploadRefused(str(exc)) from None
     if lines == 0:
         raise UploadRefused(f"{name}: the file has no JSON lines")
@@ -96,11 +100,10 @@ def create_import_job(*, user, kind: str, upload: IO[bytes], file_name: str) -> 
 
 
 def _enqueue(job_id: int) -> None:
-    from labeling.tasks import run_import_job_task
-
     try:
-        run_import_job_task.delay(job_id)
-    except BrokerError as exc:
+        # By name: labeling.tasks imports this module.
+        queue_task("labeling.tasks.run_import_job_task", (job_id,))
+    except (BrokerError, OSError) as exc:
         # Without a broker the upload cannot run later either: say so instead of waiting.
         ImportJob.objects.filter(pk=job_id).update(
             status=ImportJob.Status.FAILED,
@@ -120,7 +123,7 @@ def run_import_job(*, job_id: int) -> ImportJob:
     importer = IMPORTERS[job.kind]
     try:
         result = importer(path=Path(job.stored_path), name=job.file_name)
-    except services.ImportFailed as exc:
+    except ImportFailed as exc:
         job.status, job.error = ImportJob.Status.FAILED, str(exc)
     except Exception as exc:  # the job must end in a state a user can read
         logger.exception("import job %s failed", job_id)

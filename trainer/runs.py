@@ -1,8 +1,11 @@
-"""Training runs and model versions: request, execute, cancel, activate, recover from dead workers.
+"""Training runs: request, cancel and execute them, record their progress, fail dead ones.
 
-The ML itself (examples, the PRM, the loop, scoring) lives in dataset/prm/train/score; this
-module turns it into recorded runs. Those modules import torch, so they are imported inside
-the functions that need them: the web process never pays for torch to show a page.
+A run is a record of what happened: its parameters (`TrainingParams.to_dict()`), its data
+snapshot, its progress and metrics, and the model version it produced
+(`trainer.model_versions`). What follows a version that became active (scoring, then
+selection) is `trainer.pipeline`'s business. The ML itself lives in dataset/prm/train, which
+import torch: those are imported inside the functions that train, so the web process never
+pays for torch to show a page.
 """
 
 import logging
@@ -21,12 +24,13 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import IntegrityError, close_old_connections, connection, transaction
-from django.db.models import QuerySet
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
-from labeling.models import Solution
+from annotate.errors import Conflict, DomainError
+from trainer import dataset, model_versions, pipeline
 from trainer.models import ModelVersion, TrainingRun
+from trainer.params import TrainingParams
+from trainer.selectors import submitted_sessions_since
 
 logger = logging.getLogger(__name__)
 
@@ -38,82 +42,16 @@ LOG_LINE_CHARS = 500
 FLUSH_SECONDS = 1.0
 
 
-class TrainingRefused(Exception):
-    """A training request that cannot be applied; the message says why."""
+class TrainingRefused(Conflict):
+    """A training request the current state does not allow (a live run, a finished one)."""
 
 
-class BrokerUnavailable(TrainingRefused):
-    """The run was recorded but could not be handed to a worker."""
+class NoTrainingData(Conflict):
+    """The run's data filters leave nothing to train or hold out; the message says why."""
 
 
-# --- parameters -------------------------------------------------------------------------------
-
-# name: (type, default). Dataset filters, then trainer.train.TrainParams fields, then the rest.
-PARAMS: dict[str, tuple[type, Any]] = {
-    "include_qc": (bool, True),
-    "include_screening": (bool, False),
-    "generation_min": (int, None),
-    "generation_max": (int, None),
-    "epochs": (int, 3),
-    "learning_rate": (float, 3e-4),
-    "batch_size": (int, 16),
-    "grad_accum": (int, 1),
-    "warmup_ratio": (float, 0.1),
-    "schedule": (str, "cosine"),
-    "max_grad_norm": (float, 1.0),
-    "seed": (int, 0),
-    "eval_fraction": (float, 0.1),
-    "neutral_as_positive": (bool, True),
-    "aggregation": (str, "product"),
-    "max_minutes": (float, None),
-    "base_model": (str, None),
-}
-DATASET_KEYS = ("include_qc", "include_screening", "generation_min", "generation_max")
-TRAIN_KEYS = (
-    "epochs",
-    "learning_rate",
-    "batch_size",
-    "grad_accum",
-    "warmup_ratio",
-    "schedule",
-    "max_grad_norm",
-    "seed",
-    "eval_fraction",
-    "neutral_as_positive",
-    "aggregation",
-)
-CHOICES = {"schedule": {"cosine", "linear"}, "aggregation": {"product", "min", "last"}}
-POSITIVE = {"epochs", "learning_rate", "batch_size", "grad_accum", "max_minutes"}
-
-
-def clean_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Every parameter with its default filled in, or TrainingRefused naming the bad one."""
-    unknown = set(params) - set(PARAMS)
-    if unknown:
-        raise TrainingRefused(f"Unknown training parameter(s): {', '.join(sorted(unknown))}.")
-    cleaned: dict[str, Any] = {}
-    for name, (kind, default) in PARAMS.items():
-        value = params.get(name, default)
-        if value is None or value == "":
-            cleaned[name] = default
-            continue
-        if kind is bool and not isinstance(value, bool):
-            raise TrainingRefused(f"{name} must be true or false.")
-        try:
-            value = kind(value)
-        except (TypeError, ValueError):
-            raise TrainingRefused(f"{name} must be a {kind.__name__}.") from None
-        if name in POSITIVE and value <= 0:
-            raise TrainingRefused(f"{name} must be positive.")
-        if name in CHOICES and value not in CHOICES[name]:
-            raise TrainingRefused(f"{name} must be one of {', '.join(sorted(CHOICES[name]))}.")
-        cleaned[name] = value
-    if not 0 < cleaned["eval_fraction"] < 1:
-        raise TrainingRefused("eval_fraction must be between 0 and 1.")
-    low, high = cleaned["generation_min"], cleaned["generation_max"]
-    if low is not None and high is not None and low > high:
-        raise TrainingRefused("generation_min is above generation_max.")
-    return cleaned
+class CheckpointDirUnwritable(Conflict):
+    """PRM_MODEL_DIR cannot be written on the worker: no compute is spent."""
 
 
 # --- requesting and cancelling ----------------------------------------------------------------
@@ -123,14 +61,18 @@ def _stale_cutoff() -> datetime:
     return timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS)
 
 
-def request_training_run(*, user, params: dict[str, Any], enqueue: bool = True) -> TrainingRun:
+def request_training_run(
+    *, user, params: dict[str, Any] | TrainingParams, enqueue: bool = True
+) -> TrainingRun:
     """Record a queued run and hand it to a GPU worker once the row is committed.
 
     One run at a time: while another is queued or running the request is refused (the
     database refuses a second live run too, whoever inserts it). `enqueue=False` leaves the
-    run for the caller to execute in the foreground (`manage.py train_prm`).
+    run for the caller to execute in the foreground (`manage.py train_prm`). Raises
+    InvalidParams, TrainingRefused, or BrokerUnavailable (the run is then recorded as failed).
     """
-    params = clean_params(params)
+    if not isinstance(params, TrainingParams):
+        params = TrainingParams.from_dict(params)
     # A run whose worker died would otherwise block every new request.
     mark_stale_runs_failed(older_than=_stale_cutoff())
     try:
@@ -142,35 +84,26 @@ def request_training_run(*, user, params: dict[str, Any], enqueue: bool = True) 
                     "or cancel it first."
                 )
             run = TrainingRun.objects.create(
-                triggered_by=user, params=params, celery_task_id=str(uuid.uuid4())
+                triggered_by=user, params=params.to_dict(), celery_task_id=str(uuid.uuid4())
             )
             _log_to_run(run.pk, f"Queued by {user.username if user else 'the schedule'}.")
             if enqueue:
-                transaction.on_commit(partial(_enqueue_training, run_id=run.pk))
+                transaction.on_commit(partial(_queue, run_id=run.pk))
     except IntegrityError:
         raise TrainingRefused(
             "Another training run was requested at the same moment; only one runs at a time."
         ) from None
     run.refresh_from_db()
     if run.status == Status.FAILED:
-        raise BrokerUnavailable(run.error)
+        raise pipeline.BrokerUnavailable(run.error)
     return run
 
 
-def _enqueue_training(*, run_id: int) -> None:
-    from trainer import tasks
-
-    run = TrainingRun.objects.get(pk=run_id)
+def _queue(*, run_id: int) -> None:
     try:
-        tasks.train_prm.apply_async((run_id,), task_id=run.celery_task_id)
-    except (BrokerError, OSError) as exc:
-        logger.warning("Could not queue training run %s: %s", run_id, exc)
-        _finish(
-            run_id,
-            status=Status.FAILED,
-            error=f"Could not queue the run: the task broker is unreachable ({exc}).",
-            only_from=(Status.QUEUED,),
-        )
+        pipeline.queue_training(run=TrainingRun.objects.get(pk=run_id))
+    except pipeline.BrokerUnavailable as exc:
+        _finish(run_id, status=Status.FAILED, error=str(exc), only_from=(Status.QUEUED,))
 
 
 def cancel_training_run(*, run_id: int) -> TrainingRun:
@@ -240,8 +173,6 @@ def maybe_start_scheduled_training() -> TrainingRun | None:
         .order_by("-snapshot_at")
         .first()
     )
-    from trainer.selectors import submitted_sessions_since
-
     new = submitted_sessions_since(since=last.snapshot_at if last else None)
     if new < settings.PRM_RETRAIN_MIN_NEW_LABELS:
         logger.info(
@@ -251,10 +182,9 @@ def maybe_start_scheduled_training() -> TrainingRun | None:
         )
         return None
     # Retrain the way the last good model was trained, on the larger data.
-    params = last.params if last else {}
     try:
-        return request_training_run(user=None, params=params)
-    except TrainingRefused as exc:
+        return request_training_run(user=None, params=last.params if last else {})
+    except DomainError as exc:
         logger.warning("Scheduled training not started: %s", exc)
         return None
 
@@ -262,7 +192,7 @@ def maybe_start_scheduled_training() -> TrainingRun | None:
 # --- executing (the body of the Celery task) --------------------------------------------------
 
 
-class _RunRecorder:
+class RunRecorder:
     """Streams progress, per-epoch metrics and log lines into the run, and notices cancellation.
 
     Writes are throttled to about one per second. A daemon thread also writes a heartbeat on
@@ -281,7 +211,7 @@ class _RunRecorder:
         self._thread = threading.Thread(target=self._beat, name=f"run-{run_id}-heartbeat")
         self._thread.daemon = True
 
-    def __enter__(self) -> "_RunRecorder":
+    def __enter__(self) -> "RunRecorder":
         self._thread.start()
         return self
 
@@ -367,7 +297,10 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
         logger.info("Training run %s is %s, not queued: nothing to do.", run_id, run.status)
         return run
 
-    recorder = _RunRecorder(run_id)
+    # Imported here to keep torch out of the web process, which never trains.
+    from trainer.train import TrainingCancelled
+
+    recorder = RunRecorder(run_id)
     recorder.lines.extend(run.log_tail.splitlines())
     recorder.log(f"Started on {worker_hostname or 'this process'} (pid {os.getpid()}).")
     try:
@@ -377,27 +310,21 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
         # Ctrl-C on `manage.py train_prm`: record it rather than leave the run to go stale.
         _finish(run_id, status=Status.CANCELLED, error="Interrupted from the keyboard.")
         raise
+    except TrainingCancelled:
+        recorder.log("Stopped: cancelled.")
+        _finish(run_id, status=Status.CANCELLED, only_from=(Status.RUNNING,))
+        return TrainingRun.objects.get(pk=run_id)
     except Exception as exc:
-        from trainer.train import TrainingCancelled
-
-        if isinstance(exc, TrainingCancelled):
-            recorder.log("Stopped: cancelled.")
-            _finish(run_id, status=Status.CANCELLED, only_from=(Status.RUNNING,))
-        else:
-            logger.exception("Training run %s failed", run_id)
-            recorder.log(traceback.format_exc(limit=5))
-            recorder.flush()
-            _finish(run_id, status=Status.FAILED, error=_error_message(exc))
+        logger.exception("Training run %s failed", run_id)
+        recorder.log(traceback.format_exc(limit=5))
+        recorder.flush()
+        _finish(run_id, status=Status.FAILED, error=_error_message(exc))
         return TrainingRun.objects.get(pk=run_id)
 
-    version = _record_model_version(run_id=run_id, result=result, recorder=recorder)
-    if version is not None and version.is_active:
-        transaction.on_commit(partial(_enqueue_scoring, model_version_id=version.pk))
-        # Then the next generation, as SELECTION_AFTER_RETRAIN says (queued behind scoring).
-        from trainer.selection import select_after_retrain
-
+    version = _record(run_id=run_id, result=result, recorder=recorder)
+    if version is not None:
         transaction.on_commit(
-            partial(select_after_retrain, run_id=run_id, model_version_id=version.pk)
+            partial(pipeline.after_model_version, run_id=run_id, model_version=version)
         )
     return TrainingRun.objects.get(pk=run_id)
 
@@ -405,7 +332,7 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
 def _error_message(exc: Exception) -> str:
     from trainer.prm import CheckpointNotWritten
 
-    if isinstance(exc, TrainingRefused | CheckpointNotWritten):
+    if isinstance(exc, DomainError | CheckpointNotWritten):
         return str(exc)
     if isinstance(exc, SoftTimeLimitExceeded):
         return (
@@ -415,25 +342,29 @@ def _error_message(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _train(run: TrainingRun, recorder: _RunRecorder):
-    from trainer import dataset
-    from trainer.train import TrainParams, train_prm
+def _train(run: TrainingRun, recorder: RunRecorder):
+    from trainer.train import train_prm
 
-    params = run.params
+    params = TrainingParams.from_dict(run.params)
     model_dir = Path(settings.PRM_MODEL_DIR)
     _check_checkpoint_dir(model_dir=model_dir)
     snapshot_at = timezone.now()
-    examples = dataset.build_examples(**{key: params.get(key) for key in DATASET_KEYS})
+    examples = dataset.build_examples(
+        include_quality_control=params.include_quality_control,
+        include_screening=params.include_screening,
+        generation_min=params.generation_min,
+        generation_max=params.generation_max,
+    )
     if not examples:
-        raise TrainingRefused(
+        raise NoTrainingData(
             "No labeled examples: no submitted labeling session matches this run's data filters."
         )
     train, held_out = dataset.split_by_problem(
-        examples, eval_fraction=params.get("eval_fraction", 0.1), seed=params.get("seed", 0)
+        examples, eval_fraction=params.eval_fraction, seed=params.seed
     )
     if not train or not held_out:
         problems = len({example.problem_id for example in examples})
-        raise TrainingRefused(
+        raise NoTrainingData(
             f"Labels cover {problems} problem(s): a held-out split needs labeled solutions of "
             "at least two problems."
         )
@@ -445,18 +376,15 @@ def _train(run: TrainingRun, recorder: _RunRecorder):
         f"Data: {len(examples)} examples ({len(train)} train, {len(held_out)} held out), "
         f"snapshot {digest[:12]}."
     )
-    train_params = TrainParams.from_dict({key: params[key] for key in TRAIN_KEYS if key in params})
-    if params.get("max_minutes"):
-        train_params.max_seconds = float(params["max_minutes"]) * 60
-    out_dir = model_dir / f"run-{run.pk}"
     return train_prm(
         train=train,
         eval=held_out,
-        params=train_params,
-        base_model=params.get("base_model") or settings.PRM_BASE_MODEL,
-        out_dir=out_dir,
+        params=params,
+        base_model=params.base_model or settings.PRM_BASE_MODEL,
+        out_dir=model_dir / f"run-{run.pk}",
         on_progress=recorder.on_progress,
         should_stop=recorder.should_stop,
+        best_of_n_problems=dataset.best_of_n_problems(held_out),
     )
 
 
@@ -473,14 +401,14 @@ def _check_checkpoint_dir(*, model_dir: Path) -> None:
         # trying tells (read-only mount, a file in the way, no inodes left).
         os.rmdir(tempfile.mkdtemp(prefix=".write-check-", dir=model_dir))
     except OSError as exc:
-        raise TrainingRefused(
+        raise CheckpointDirUnwritable(
             f"Checkpoint directory {model_dir} is not writable: [Errno {exc.errno}] "
             f"{exc.strerror}. Fix PRM_MODEL_DIR on the worker and start a new run."
         ) from None
 
 
-def _record_model_version(*, run_id: int, result, recorder: _RunRecorder) -> ModelVersion | None:
-    """The checkpoint is complete on disk: record it, finish the run, maybe promote it."""
+def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | None:
+    """The checkpoint is complete on disk: record its version, maybe promote it, finish the run."""
     recorder.log(f"Checkpoint written to {result.checkpoint_dir}.")
     with transaction.atomic():
         run = TrainingRun.objects.select_for_update().get(pk=run_id)
@@ -488,42 +416,16 @@ def _record_model_version(*, run_id: int, result, recorder: _RunRecorder) -> Mod
             # Marked failed meanwhile (its heartbeat went stale): that verdict stands.
             logger.warning("Training run %s finished but is %s; no model recorded", run_id, run)
             return None
-        version = ModelVersion.objects.create(
-            name=f"run {run_id}",
-            checkpoint_path=str(result.checkpoint_dir),
-            metrics=result.final_metrics,
-            training_run=run,
+        version, reason = model_versions.record_model_version(
+            run=run, checkpoint_dir=result.checkpoint_dir, metrics=result.final_metrics
         )
-        promote, reason = _beats_active(version)
         recorder.log(f"Model version {version.pk} recorded; {reason}.")
-        if promote:
-            _activate(version)
         recorder.metrics = [
             {"epoch": index + 1, **epoch} for index, epoch in enumerate(result.epochs)
         ]
         recorder.flush()
         _finish(run_id, status=Status.SUCCEEDED, only_from=(Status.RUNNING,))
     return version
-
-
-def _beats_active(version: ModelVersion) -> tuple[bool, str]:
-    metric = settings.PRM_PROMOTE_METRIC
-    if not settings.PRM_AUTO_PROMOTE:
-        return False, "automatic promotion is off (PRM_AUTO_PROMOTE)"
-    new = version.metrics.get(metric)
-    if new is None:
-        return False, f"not promoted: its {metric} could not be computed"
-    active = ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).first()
-    if active is None:
-        return True, "promoted: no model was active"
-    old = active.metrics.get(metric)
-    if old is None or new > old:
-        return True, f"promoted: {metric} {new:.4f} beats {active}'s {_fmt(old)}"
-    return False, f"not promoted: {metric} {new:.4f} does not beat {active}'s {_fmt(old)}"
-
-
-def _fmt(value: float | None) -> str:
-    return "none" if value is None else f"{value:.4f}"
 
 
 def _finish(
@@ -546,92 +448,3 @@ def _log_to_run(run_id: int, line: str) -> None:
     stamp = timezone.now().strftime("%H:%M:%S")
     lines = (run.log_tail.splitlines() + [f"{stamp} {line[:LOG_LINE_CHARS]}"])[-LOG_TAIL_LINES:]
     TrainingRun.objects.filter(pk=run_id).update(log_tail="\n".join(lines))
-
-
-# --- model versions ---------------------------------------------------------------------------
-
-
-def _activate(version: ModelVersion) -> None:
-    ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).update(is_active=False)
-    version.is_active = True
-    version.promoted_at = timezone.now()
-    version.save(update_fields=["is_active", "promoted_at"])
-
-
-def activate_model_version(*, model_version_id: int) -> ModelVersion:
-    """Make this version the active one (the one that scores and selects) and rescore with it."""
-    try:
-        with transaction.atomic():
-            version = ModelVersion.objects.select_for_update().get(pk=model_version_id)
-            if not version.is_active:
-                _activate(version)
-                transaction.on_commit(partial(_enqueue_scoring, model_version_id=version.pk))
-    except IntegrityError:
-        raise TrainingRefused("Another model version was activated at the same moment.") from None
-    return version
-
-
-def _enqueue_scoring(*, model_version_id: int) -> None:
-    from trainer import tasks
-
-    try:
-        tasks.score_solutions.delay(model_version_id)
-    except (BrokerError, OSError) as exc:
-        logger.error("Could not queue scoring with model version %s: %s", model_version_id, exc)
-
-
-def score_with_model_version(
-    *, model_version_id: int, solution_ids: list[int] | None = None
-) -> int:
-    """Write this version's step and solution scores; returns how many were written.
-
-    Without ids: every solution that does not carry this version's scores yet. A version's
-    scores never change, so a scoring that was interrupted (its worker killed) and runs again
-    continues where it stopped, and a duplicate finds nothing left to do. Scoring everything
-    with a version that is no longer active would overwrite the active version's scores, so
-    that request is skipped.
-    """
-    version = ModelVersion.objects.filter(pk=model_version_id).first()
-    if version is None:
-        # A redelivered message can outlive the version an admin deleted.
-        logger.info("Model version %s no longer exists; nothing to score", model_version_id)
-        return 0
-    if solution_ids is None:
-        if not version.is_active:
-            logger.info("%s is no longer active; not rescoring every solution with it", version)
-            return 0
-        solution_ids = list(_not_scored_by(version).order_by("pk").values_list("pk", flat=True))
-        if not solution_ids:
-            return 0
-    from trainer.prm import PRM
-    from trainer.score import score_solutions
-
-    prm = PRM.load(version.checkpoint_path)
-    return score_solutions(prm=prm, solution_ids=solution_ids, model_version_id=version.pk)
-
-
-def _not_scored_by(version: ModelVersion) -> QuerySet[Solution]:
-    return Solution.objects.exclude(prm_model_version=version)
-
-
-def requeue_unfinished_scoring(*, activated_before: datetime | None = None) -> int | None:
-    """Queue the rescoring of the active version again if some solutions lack its scores.
-
-    Called when a worker starts: a scoring whose worker was killed is otherwise lost (the
-    filesystem broker has no redelivery, and Redis redelivers an unacknowledged message only
-    after its visibility timeout). Also called by the periodic task with `activated_before`
-    set to one scoring time limit ago: a version activated earlier cannot still be scoring,
-    and a prefork pool child killed mid-scoring (out of memory) restarts no worker. Returns
-    the version queued, or None when every solution carries the active version's scores (or
-    the version is too recent to tell).
-    """
-    version = ModelVersion.objects.filter(is_active=True).first()
-    if version is None or not _not_scored_by(version).exists():
-        return None
-    if activated_before is not None and (
-        version.promoted_at is None or version.promoted_at > activated_before
-    ):
-        return None
-    logger.warning("Scoring with %s is unfinished; queueing it again", version)
-    _enqueue_scoring(model_version_id=version.pk)
-    return version.pk

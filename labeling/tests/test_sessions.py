@@ -1,4 +1,4 @@
-"""Assignment, leases, ratings and submission: the rules that keep every label exactly once."""
+"""Labeling sessions: queues, leases, ratings, submission: every label is made exactly once."""
 
 import io
 import json
@@ -6,31 +6,19 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from labeling.models import Generation, Labeler, LabelingSession, Problem, Solution, StepRating
-from labeling.services import (
+from labeling.models import Generation, LabelingSession, Problem, Solution, StepRating
+from labeling.services.workbench import (
     LEASE,
     LabelingRefused,
     NotYourSession,
-    next_assignment,
+    next_session,
     rate_step,
     submit_session,
 )
-
-
-def make_labeler(django_user_model, name: str) -> Labeler:
-    return Labeler.objects.create(user=django_user_model.objects.create_user(name))
-
-
-def make_solution(problem: Problem, n: int, **fields) -> Solution:
-    steps = [f"Step {i} of solution {n}." for i in range(3)] + ["# Answer\n\n4"]
-    return Solution.objects.create(
-        problem=problem, steps=steps, answer="4", is_correct=True, **fields
-    )
 
 
 @pytest.fixture
@@ -39,21 +27,23 @@ def problem(db):
 
 
 @pytest.mark.django_db
-def test_queues_serve_screening_then_qc_then_generation_then_leftovers(django_user_model, problem):
+def test_queues_serve_screening_then_qc_then_generation_then_leftovers(
+    problem, make_labeler, make_solution
+):
     generation = Generation.objects.create(number=3)
     leftover = make_solution(problem, 1)
     low = make_solution(problem, 2, generation=generation, priority=0.1)
     high = make_solution(problem, 3, generation=generation, priority=0.9)
     qc = make_solution(problem, 4, generation=generation, is_quality_control=True)
     screening = make_solution(problem, 5, is_screening=True)
-    labeler = make_labeler(django_user_model, "ann")
+    labeler = make_labeler("ann")
 
     served = []
     for _ in range(5):
-        assignment = next_assignment(labeler=labeler)
-        served.append((assignment.session.solution_id, assignment.queue))
+        next_one = next_session(labeler=labeler)
+        served.append((next_one.session.solution_id, next_one.queue))
         submit_session(
-            session_id=assignment.session.pk,
+            session_id=next_one.session.pk,
             labeler=labeler,
             finish_reason="give_up",
             reason_text="test",
@@ -65,38 +55,42 @@ def test_queues_serve_screening_then_qc_then_generation_then_leftovers(django_us
         (low.pk, "generation"),
         (leftover.pk, "leftover"),
     ]
-    assert next_assignment(labeler=labeler) is None
+    assert next_session(labeler=labeler) is None
 
 
 @pytest.mark.django_db
-def test_qc_is_served_to_every_labeler_but_a_shared_solution_to_one(django_user_model, problem):
+def test_qc_is_served_to_every_labeler_but_a_shared_solution_to_one(
+    problem, make_labeler, make_solution
+):
     qc = make_solution(problem, 1, is_quality_control=True)
     shared = make_solution(problem, 2)
-    a, b = make_labeler(django_user_model, "a"), make_labeler(django_user_model, "b")
-    assert next_assignment(labeler=a).session.solution == qc
-    assert next_assignment(labeler=b).session.solution == qc
+    a, b = make_labeler("a"), make_labeler("b")
+    assert next_session(labeler=a).session.solution == qc
+    assert next_session(labeler=b).session.solution == qc
     for labeler in (a, b):
-        session = next_assignment(labeler=labeler).session  # resumed
+        session = next_session(labeler=labeler).session  # resumed
         submit_session(
             session_id=session.pk, labeler=labeler, finish_reason="give_up", reason_text="x"
         )
-    assert next_assignment(labeler=a).session.solution == shared
-    assert next_assignment(labeler=b) is None
+    assert next_session(labeler=a).session.solution == shared
+    assert next_session(labeler=b) is None
 
 
 @pytest.mark.django_db
-def test_open_session_is_resumed_and_expired_lease_returns_solution(django_user_model, problem):
+def test_open_session_is_resumed_and_expired_lease_returns_solution(
+    problem, make_labeler, make_solution
+):
     solution = make_solution(problem, 1)
-    a, b = make_labeler(django_user_model, "a"), make_labeler(django_user_model, "b")
+    a, b = make_labeler("a"), make_labeler("b")
     now = timezone.now()
-    first = next_assignment(labeler=a, now=now)
+    first = next_session(labeler=a, now=now)
     rate_step(session_id=first.session.pk, labeler=a, step_index=0, rating=1, now=now)
-    again = next_assignment(labeler=a, now=now + timedelta(minutes=5))
+    again = next_session(labeler=a, now=now + timedelta(minutes=5))
     assert (again.session.pk, again.queue) == (first.session.pk, "resumed")
-    assert next_assignment(labeler=b, now=now + timedelta(minutes=5)) is None
+    assert next_session(labeler=b, now=now + timedelta(minutes=5)) is None
 
     later = now + timedelta(minutes=5) + LEASE + timedelta(seconds=1)
-    taken = next_assignment(labeler=b, now=later)
+    taken = next_session(labeler=b, now=later)
     assert taken.session.solution == solution
     first.session.refresh_from_db()
     assert first.session.abandoned_at == later
@@ -107,10 +101,10 @@ def test_open_session_is_resumed_and_expired_lease_returns_solution(django_user_
 
 
 @pytest.mark.django_db
-def test_repeated_and_out_of_order_ratings_never_duplicate(django_user_model, problem):
+def test_repeated_and_out_of_order_ratings_never_duplicate(problem, make_labeler, make_solution):
     make_solution(problem, 1)
-    labeler = make_labeler(django_user_model, "a")
-    session = next_assignment(labeler=labeler).session
+    labeler = make_labeler("a")
+    session = next_session(labeler=labeler).session
     for _ in range(3):  # double click, retry after a timeout, a second tab
         rate_step(session_id=session.pk, labeler=labeler, step_index=0, rating=1)
     assert StepRating.objects.filter(step__session=session).count() == 1
@@ -123,10 +117,10 @@ def test_repeated_and_out_of_order_ratings_never_duplicate(django_user_model, pr
 
 
 @pytest.mark.django_db
-def test_another_labelers_session_is_refused(django_user_model, problem):
+def test_another_labelers_session_is_refused(problem, make_labeler, make_solution):
     make_solution(problem, 1)
-    owner, intruder = make_labeler(django_user_model, "a"), make_labeler(django_user_model, "b")
-    session = next_assignment(labeler=owner).session
+    owner, intruder = make_labeler("a"), make_labeler("b")
+    session = next_session(labeler=owner).session
     with pytest.raises(NotYourSession):
         rate_step(session_id=session.pk, labeler=intruder, step_index=0, rating=1)
     with pytest.raises(NotYourSession):
@@ -136,10 +130,10 @@ def test_another_labelers_session_is_refused(django_user_model, problem):
 
 
 @pytest.mark.django_db
-def test_changing_a_minus_one_reopens_the_following_steps(django_user_model, problem):
+def test_changing_a_minus_one_reopens_the_following_steps(problem, make_labeler, make_solution):
     make_solution(problem, 1)
-    labeler = make_labeler(django_user_model, "a")
-    sid = next_assignment(labeler=labeler).session.pk
+    labeler = make_labeler("a")
+    sid = next_session(labeler=labeler).session.pk
     for i, r in enumerate([1, 0, 1]):
         rate_step(session_id=sid, labeler=labeler, step_index=i, rating=r)
     rate_step(session_id=sid, labeler=labeler, step_index=1, rating=-1)
@@ -161,10 +155,10 @@ def test_changing_a_minus_one_reopens_the_following_steps(django_user_model, pro
 
 
 @pytest.mark.django_db
-def test_bad_problem_needs_a_reason_and_marks_the_problem(django_user_model, problem):
+def test_bad_problem_needs_a_reason_and_marks_the_problem(problem, make_labeler, make_solution):
     make_solution(problem, 1)
-    labeler = make_labeler(django_user_model, "a")
-    sid = next_assignment(labeler=labeler).session.pk
+    labeler = make_labeler("a")
+    sid = next_session(labeler=labeler).session.pk
     with pytest.raises(LabelingRefused, match="reason"):
         submit_session(session_id=sid, labeler=labeler, finish_reason="bad_problem")
     submit_session(
@@ -178,11 +172,13 @@ def test_bad_problem_needs_a_reason_and_marks_the_problem(django_user_model, pro
 
 
 @pytest.mark.django_db
-def test_time_on_task_excludes_idle_gaps_and_export_is_prm800k(django_user_model, problem):
+def test_time_on_task_excludes_idle_gaps_and_export_is_prm800k(
+    problem, make_labeler, make_solution
+):
     make_solution(problem, 1)
-    labeler = make_labeler(django_user_model, "a")
+    labeler = make_labeler("a")
     t0 = timezone.now()
-    sid = next_assignment(labeler=labeler, now=t0).session.pk
+    sid = next_session(labeler=labeler, now=t0).session.pk
     rate_step(
         session_id=sid, labeler=labeler, step_index=0, rating=1, now=t0 + timedelta(seconds=20)
     )
@@ -218,21 +214,21 @@ def test_time_on_task_excludes_idle_gaps_and_export_is_prm800k(django_user_model
 
 
 @pytest.mark.django_db(transaction=True)
-def test_twenty_labelers_at_once_never_share_a_solution(django_user_model, problem):
+def test_twenty_labelers_at_once_never_share_a_solution(problem, make_labeler, make_solution):
     for n in range(30):
         make_solution(problem, n)
-    labelers = [make_labeler(django_user_model, f"l{i}") for i in range(20)]
+    labelers = [make_labeler(f"l{i}") for i in range(20)]
     barrier = threading.Barrier(len(labelers))
     got, errors = {}, []
 
     def work(labeler):
         try:
             barrier.wait()
-            assignment = next_assignment(labeler=labeler)
-            got[labeler.pk] = assignment.session.solution_id
+            next_one = next_session(labeler=labeler)
+            got[labeler.pk] = next_one.session.solution_id
             # Two tabs submit the same rating at the same moment.
             for _ in range(2):
-                rate_step(session_id=assignment.session.pk, labeler=labeler, step_index=0, rating=1)
+                rate_step(session_id=next_one.session.pk, labeler=labeler, step_index=0, rating=1)
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(repr(exc))
         finally:
@@ -251,13 +247,9 @@ def test_twenty_labelers_at_once_never_share_a_solution(django_user_model, probl
 
 
 @pytest.mark.django_db
-def test_an_open_page_renews_the_lease_over_http(client, django_user_model, problem):
+def test_an_open_page_renews_the_lease_over_http(client, problem, make_solution, make_user):
     make_solution(problem, 1)
-    user = django_user_model.objects.create_user("ann", password="pw-ann-123")
-    other = django_user_model.objects.create_user("bob", password="pw-bob-123")
-    annotators = Group.objects.get_or_create(name="annotator")[0]
-    for someone in (user, other):
-        someone.groups.add(annotators)
+    user, other = make_user("ann"), make_user("bob")
     client.force_login(user)
     response = client.get("/label/")
     session = LabelingSession.objects.get()

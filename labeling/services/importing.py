@@ -1,0 +1,348 @@
+"""Importing problems and candidate solutions from JSONL, and the reading and bulk writing
+every import shares.
+
+Every import is all-or-nothing: it runs in one transaction, and the first bad line raises
+`ImportFailed("FILE:LINE: what is wrong")`, which rolls back everything from that file.
+Files are read line by line and written in batches, so memory does not grow with file size.
+"""
+
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import JSONField, Model
+from tqdm import tqdm
+
+from annotate.errors import Invalid
+from labeling import prm800k
+from labeling.export import PROGRESS_MIN_LINES
+from labeling.grading import grade_answer, grade_answers, grading_pool, regrade_solutions
+from labeling.models import Problem, Solution, solution_digest, text_digest
+
+BATCH_SIZE = 1000
+
+
+class ImportFailed(Invalid):
+    """An import stopped at a bad line; nothing from the file was stored."""
+
+
+@dataclass
+class ImportResult:
+    lines: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    details: dict[str, int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading JSONL
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(1 for _ in f)
+
+
+def read_jsonl(*, path: Path, name: str, progress: bool = True) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line, failing with FILE:LINE."""
+    total = _count_lines(path)
+    with path.open("rb") as f:
+        lines = tqdm(
+            f,
+            total=total,
+            desc=f"importing {name}",
+            unit=" lines",
+            file=sys.stderr,
+            disable=not progress or total < PROGRESS_MIN_LINES,
+        )
+        for number, raw in enumerate(lines, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ImportFailed(f"{name}:{number}: not UTF-8 ({exc.reason})") from None
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ImportFailed(f"{name}:{number}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise ImportFailed(f"{name}:{number}: expected a JSON object")
+            yield number, obj
+
+
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+INSERT_ROWS = 2000
+
+
+def insert_rows(model: type[Model], columns: list[str], rows: list[tuple]) -> list[int]:
+    """Insert plain value rows (Python values, JSON as objects); return their new ids in order.
+
+    On PostgreSQL one multi-row INSERT ... RETURNING per INSERT_ROWS rows: for the million
+    step labels and ratings of a PRM800K import, building model instances and letting
+    bulk_create compile each value costs more than the database's work. Elsewhere bulk_create.
+    """
+    if connection.vendor != "postgresql":
+        objects = [model(**dict(zip(columns, row, strict=True))) for row in rows]
+        return [o.pk for o in model.objects.bulk_create(objects, batch_size=INSERT_ROWS)]
+    meta, quote = model._meta, connection.ops.quote_name
+    fields = [meta.get_field(column.removesuffix("_id")) for column in columns]
+    as_json = [isinstance(field, JSONField) for field in fields]
+    placeholder = "(" + ", ".join("%s::jsonb" if j else "%s" for j in as_json) + ")"
+    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+    tail = f" RETURNING {quote(meta.pk.column)}"
+    ids: list[int] = []
+    with connection.cursor() as cursor:
+        for batch in batched(rows, INSERT_ROWS):
+            params = [
+                json.dumps(value) if j and value is not None else value
+                for row in batch
+                for value, j in zip(row, as_json, strict=True)
+            ]
+            cursor.execute(
+                head + "VALUES " + ", ".join([placeholder] * len(batch)) + tail,
+                params,
+            )
+            # PostgreSQL returns the rows in VALUES order; Django's bulk_create relies on it too.
+            ids += [pk for (pk,) in cursor.fetchall()]
+    return ids
+
+
+def line_failure(name: str, number: int, message: str) -> ImportFailed:
+    return ImportFailed(f"{name}:{number}: {message}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems
+
+
+def _problem_level(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        digits = value.removeprefix("Level").strip()
+        if digits.isdigit():
+            return int(digits)
+    raise ValueError(f"'level' must be an integer or 'Level N', got {json.dumps(value)}")
+
+
+def _string(obj: dict, key: str, *, required: bool) -> str:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise ValueError(f"missing required field '{key}'")
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"'{key}' must be a string, got {json.dumps(value)[:80]}")
+    return value
+
+
+def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
+    """Import MATH-style problems; lines with a known `unique_id` update that problem."""
+    name = name or str(path)
+    result = ImportResult()
+    first_line_of: dict[str, int] = {}
+    with transaction.atomic():
+        for number, obj in read_jsonl(path=path, name=name):
+            result.lines += 1
+            try:
+                text = _string(obj, "problem", required=True)
+                if not text.strip():
+                    raise ValueError("'problem' is empty")
+                values = {
+                    "text": text,
+                    "answer": _string(obj, "answer", required=True),
+                    "solution": _string(obj, "solution", required=False),
+                    "subject": _string(obj, "subject", required=False),
+                    "level": _problem_level(obj.get("level")),
+                    "split": _string(obj, "split", required=False),
+                }
+                unique_id = _string(obj, "unique_id", required=False) or None
+                if unique_id in first_line_of:
+                    # Two lines claiming one id is a broken file, not an update.
+                    raise ValueError(
+                        f"unique_id '{unique_id}' is already on line {first_line_of[unique_id]}"
+                    )
+                if unique_id:
+                    first_line_of[unique_id] = number
+            except ValueError as exc:
+                raise line_failure(name, number, str(exc)) from None
+            problem = (
+                Problem.objects.filter(unique_id=unique_id).first() if unique_id else None
+            ) or Problem.objects.filter(text_hash=text_digest(text)).first()
+            if problem is None:
+                Problem.objects.create(unique_id=unique_id, **values)
+                result.created += 1
+                continue
+            if unique_id and problem.unique_id not in (None, unique_id):
+                raise line_failure(
+                    name, number, f"this problem text is already imported as '{problem.unique_id}'"
+                )
+            if (
+                unique_id
+                and Problem.objects.exclude(pk=problem.pk)
+                .filter(text_hash=text_digest(text))
+                .exists()
+            ):
+                raise line_failure(name, number, "another problem already has this text")
+            updates = {k: v for k, v in values.items() if getattr(problem, k) != v}
+            if unique_id and problem.unique_id is None:
+                updates["unique_id"] = unique_id
+            if not updates:
+                result.unchanged += 1
+                continue
+            for key, value in updates.items():
+                setattr(problem, key, value)
+            problem.save()
+            result.updated += 1
+            if "answer" in updates:
+                regrade_solutions(problem_ids=[problem.pk])
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Solutions
+
+SOLUTION_KEYS = {"unique_id", "problem", "steps", "answer", "source", "score", "alternatives"}
+
+
+def _steps(value: Any) -> list[str]:
+    if not isinstance(value, list) or not value:
+        raise ValueError("'steps' must be a non-empty list of strings")
+    for i, step in enumerate(value):
+        if not isinstance(step, str):
+            raise ValueError(f"'steps[{i}]' must be a string, got {json.dumps(step)[:80]}")
+    return value
+
+
+def _alternatives(value: Any, steps: list[str]) -> dict[str, list[str]]:
+    """Alternative completions as stored: {"step index": [texts]}, from either input form.
+
+    Accepted: an object keyed by step index ({"3": ["..."]}) or a list aligned with the
+    steps whose items are lists of texts (or null/[] for steps without alternatives).
+    """
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        if len(value) != len(steps):
+            raise ValueError(
+                f"'alternatives' as a list must have one item per step "
+                f"({len(steps)}), got {len(value)}"
+            )
+        pairs = [(str(i), texts) for i, texts in enumerate(value) if texts is not None]
+    elif isinstance(value, dict):
+        pairs = list(value.items())
+    else:
+        raise ValueError("'alternatives' must be an object keyed by step index or a list")
+    out = {}
+    for key, texts in pairs:
+        if not (isinstance(key, str) and key.isdigit() and int(key) < len(steps)):
+            raise ValueError(
+                f"'alternatives' key {json.dumps(key)} is not a step index (0 to {len(steps) - 1})"
+            )
+        if not isinstance(texts, list) or not all(isinstance(t, str) and t for t in texts):
+            raise ValueError(f"'alternatives[{key}]' must be a list of non-empty strings")
+        if texts:
+            out[str(int(key))] = texts
+    return out
+
+
+def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
+    """Import candidate solutions to label, graded against their problem on the way in.
+
+    A solution already present (same problem, steps and answer) is left as it is, except
+    that alternatives are added to one that has none.
+    """
+    name = name or str(path)
+    result = ImportResult()
+    with transaction.atomic(), grading_pool() as pool:
+        for batch in batched(read_jsonl(path=path, name=name), BATCH_SIZE):
+            parsed = []
+            for number, obj in batch:
+                result.lines += 1
+                try:
+                    unique_id = _string(obj, "unique_id", required=False)
+                    text = _string(obj, "problem", required=False)
+                    if not unique_id and not text:
+                        raise ValueError("needs 'unique_id' or 'problem' to name its problem")
+                    steps = _steps(obj.get("steps"))
+                    answer = _string(obj, "answer", required=False) or prm800k.extract_answer(steps)
+                    score = obj.get("score")
+                    if score is not None and (
+                        isinstance(score, bool) or not isinstance(score, int | float)
+                    ):
+                        raise ValueError(f"'score' must be a number, got {json.dumps(score)}")
+                    source = _string(obj, "source", required=False)
+                    alternatives = _alternatives(obj.get("alternatives"), steps)
+                except ValueError as exc:
+                    raise line_failure(name, number, str(exc)) from None
+                meta = {k: v for k, v in obj.items() if k not in SOLUTION_KEYS}
+                parsed.append(
+                    (number, unique_id, text, steps, answer, source, score, meta, alternatives)
+                )
+
+            by_uid = Problem.objects.in_bulk({p[1] for p in parsed if p[1]}, field_name="unique_id")
+            by_hash = Problem.objects.in_bulk(
+                {text_digest(p[2]) for p in parsed if p[2] and not p[1]}, field_name="text_hash"
+            )
+            candidates: dict[tuple[int, str], Solution] = {}
+            for number, unique_id, text, steps, answer, source, score, meta, alts in parsed:
+                problem = by_uid.get(unique_id) if unique_id else by_hash.get(text_digest(text))
+                if problem is None:
+                    what = f"unique_id '{unique_id}'" if unique_id else "that problem text"
+                    raise line_failure(
+                        name, number, f"no problem with {what}; import problems first"
+                    )
+                digest = solution_digest(steps=steps, answer=answer)
+                candidates.setdefault(
+                    (problem.pk, digest),
+                    Solution(
+                        problem=problem,
+                        steps=steps,
+                        answer=answer,
+                        content_hash=digest,
+                        source=source,
+                        source_score=float(score) if score is not None else None,
+                        meta=meta,
+                        alternatives=alts,
+                    ),
+                )
+            pairs = [(s.answer, s.problem.answer) for s in candidates.values()]
+            grade_answers(pairs=pairs, pool=pool)
+            for solution in candidates.values():
+                solution.is_correct = grade_answer(solution.answer, solution.problem.answer)
+            existing = {
+                (problem_id, digest): (pk, alts)
+                for pk, problem_id, digest, alts in Solution.objects.filter(
+                    problem_id__in={k[0] for k in candidates},
+                    content_hash__in={k[1] for k in candidates},
+                ).values_list("pk", "problem_id", "content_hash", "alternatives")
+            }
+            new = [s for key, s in candidates.items() if key not in existing]
+            Solution.objects.bulk_create(new)
+            # Alternatives shipped later (e.g. a regenerated demo file) reach a solution that
+            # has none; alternatives already there are never replaced under a labeler.
+            gaining = [
+                (existing[key][0], s.alternatives)
+                for key, s in candidates.items()
+                if key in existing and s.alternatives and not existing[key][1]
+            ]
+            for pk, alternatives in gaining:
+                Solution.objects.filter(pk=pk).update(alternatives=alternatives)
+            result.created += len(new)
+            result.updated += len(gaining)
+            result.unchanged += len(batch) - len(new) - len(gaining)
+    return result

@@ -1,0 +1,84 @@
+"""Model versions: record a trained checkpoint, promote it when it beats the active one, activate.
+
+One version is active at a time (a database constraint): the one that scores the pool and
+selects. Activating a version queues the rescoring of every solution with it
+(`trainer.pipeline.queue_scoring`).
+"""
+
+from functools import partial
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from annotate.errors import Conflict
+from trainer import pipeline
+from trainer.models import ModelVersion, TrainingRun
+from trainer.selectors import active_model_version
+
+
+class ActivationConflict(Conflict):
+    """Another model version was activated at the same moment."""
+
+
+def record_model_version(
+    *, run: TrainingRun, checkpoint_dir: Path, metrics: dict
+) -> tuple[ModelVersion, str]:
+    """Record the run's checkpoint as a version and promote it if it beats the active one.
+
+    Returns the version and a sentence for the run's log saying whether it was promoted and
+    why. Called inside the transaction that finishes the run.
+    """
+    version = ModelVersion.objects.create(
+        name=f"run {run.pk}",
+        checkpoint_path=str(checkpoint_dir),
+        metrics=metrics,
+        training_run=run,
+    )
+    promote, reason = _beats_active(version)
+    if promote:
+        _activate(version)
+    return version, reason
+
+
+def _beats_active(version: ModelVersion) -> tuple[bool, str]:
+    metric = settings.PRM_PROMOTE_METRIC
+    if not settings.PRM_AUTO_PROMOTE:
+        return False, "automatic promotion is off (PRM_AUTO_PROMOTE)"
+    new = version.metrics.get(metric)
+    if new is None:
+        return False, f"not promoted: its {metric} could not be computed"
+    active = active_model_version()  # not `version`: it was just recorded, inactive
+    if active is None:
+        return True, "promoted: no model was active"
+    old = active.metrics.get(metric)
+    if old is None or new > old:
+        return True, f"promoted: {metric} {new:.4f} beats {active}'s {_fmt(old)}"
+    return False, f"not promoted: {metric} {new:.4f} does not beat {active}'s {_fmt(old)}"
+
+
+def _fmt(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4f}"
+
+
+def _activate(version: ModelVersion) -> None:
+    ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).update(is_active=False)
+    version.is_active = True
+    version.promoted_at = timezone.now()
+    version.save(update_fields=["is_active", "promoted_at"])
+
+
+def activate_model_version(*, model_version_id: int) -> ModelVersion:
+    """Make this version the active one (the one that scores and selects) and rescore with it."""
+    try:
+        with transaction.atomic():
+            version = ModelVersion.objects.select_for_update().get(pk=model_version_id)
+            if not version.is_active:
+                _activate(version)
+                transaction.on_commit(partial(pipeline.queue_scoring, model_version_id=version.pk))
+    except IntegrityError:
+        raise ActivationConflict(
+            "Another model version was activated at the same moment."
+        ) from None
+    return version

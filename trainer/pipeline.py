@@ -1,0 +1,208 @@
+"""Train → score → select: what follows a recorded or activated model version, and the queueing.
+
+A training run that records a model version which becomes active is followed by the scoring of
+every solution with it (`queue_scoring`) and then, as SELECTION_AFTER_RETRAIN says, by the
+selection of the next generation (`select_after_retrain`), queued behind the scoring on the
+`gpu` queue. Activating a version by hand rescores too. A scoring whose worker was killed is
+queued again (`requeue_unfinished_scoring`) when a worker starts and from the periodic task.
+
+Tasks are queued by name (`annotate.celery.queue_task`): `trainer.tasks` imports this module,
+so this module never imports `trainer.tasks` back.
+"""
+
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from kombu.exceptions import OperationalError as BrokerError
+
+from annotate.celery import queue_task
+from annotate.errors import Conflict, Unavailable
+from labeling.models import Solution
+from trainer import selection
+from trainer.models import ModelVersion, TrainingRun
+from trainer.selectors import active_model_version
+
+logger = logging.getLogger(__name__)
+
+TRAIN_TASK = "trainer.tasks.train_task"
+SCORE_TASK = "trainer.tasks.score_task"
+SELECT_GENERATION_TASK = "trainer.tasks.select_generation_task"
+
+AFTER_RETRAIN = ("scheduled", "always", "never")
+
+
+class BrokerUnavailable(Unavailable):
+    """The work was not handed to a worker: the task broker is unreachable."""
+
+
+class NoActiveModelVersion(Conflict):
+    """The request needs an active model version (to score the pool with) and none is."""
+
+
+def _send(name: str, args: tuple, *, task_id: str | None = None, what: str) -> None:
+    """Queue a task, or BrokerUnavailable saying what could not be queued."""
+    try:
+        queue_task(name, args, task_id=task_id)
+    except (BrokerError, OSError) as exc:
+        logger.warning("Could not queue %s: %s", what, exc)
+        raise BrokerUnavailable(
+            f"Could not queue {what}: the task broker is unreachable ({exc})."
+        ) from None
+
+
+# --- training ---------------------------------------------------------------------------------
+
+
+def queue_training(*, run: TrainingRun) -> None:
+    """Hand a recorded run to a GPU worker; its task id is the run's (BrokerUnavailable)."""
+    _send(TRAIN_TASK, (run.pk,), task_id=run.celery_task_id, what="the run")
+
+
+def after_model_version(*, run_id: int, model_version: ModelVersion) -> None:
+    """Once the run's transaction commits: an active new version scores, then selects."""
+    if not model_version.is_active:
+        return
+    queue_scoring(model_version_id=model_version.pk)
+    select_after_retrain(run_id=run_id, model_version_id=model_version.pk)
+
+
+# --- scoring ----------------------------------------------------------------------------------
+
+
+def queue_scoring(*, model_version_id: int) -> None:
+    """Queue the scoring of every solution with this version; a broker down is only logged.
+
+    The version is already recorded or activated: the next worker start or periodic task
+    queues the scoring again (`requeue_unfinished_scoring`).
+    """
+    try:
+        _send(
+            SCORE_TASK, (model_version_id,), what=f"scoring with model version {model_version_id}"
+        )
+    except BrokerUnavailable as exc:
+        logger.error("%s", exc)
+
+
+def not_scored_by(version: ModelVersion) -> QuerySet[Solution]:
+    return Solution.objects.exclude(prm_model_version=version)
+
+
+def score_with_model_version(
+    *, model_version_id: int, solution_ids: list[int] | None = None
+) -> int:
+    """Write this version's step and solution scores; returns how many were written.
+
+    Without ids: every solution that does not carry this version's scores yet. A version's
+    scores never change, so a scoring that was interrupted (its worker killed) and runs again
+    continues where it stopped, and a duplicate finds nothing left to do. Scoring everything
+    with a version that is no longer active would overwrite the active version's scores, so
+    that request is skipped.
+    """
+    version = ModelVersion.objects.filter(pk=model_version_id).first()
+    if version is None:
+        # A redelivered message can outlive the version an admin deleted.
+        logger.info("Model version %s no longer exists; nothing to score", model_version_id)
+        return 0
+    if solution_ids is None:
+        if not version.is_active:
+            logger.info("%s is no longer active; not rescoring every solution with it", version)
+            return 0
+        solution_ids = list(not_scored_by(version).order_by("pk").values_list("pk", flat=True))
+        if not solution_ids:
+            return 0
+    # Imported here to keep torch out of the web process, which never scores.
+    from trainer.prm import PRM
+    from trainer.score import score_solutions
+
+    prm = PRM.load(version.checkpoint_path)
+    return score_solutions(prm=prm, solution_ids=solution_ids, model_version_id=version.pk)
+
+
+def requeue_unfinished_scoring(*, activated_before: datetime | None = None) -> int | None:
+    """Queue the rescoring of the active version again if some solutions lack its scores.
+
+    Called when a worker starts: a scoring whose worker was killed is otherwise lost (the
+    filesystem broker has no redelivery, and Redis redelivers an unacknowledged message only
+    after its visibility timeout). Also called by the periodic task with `activated_before`
+    set to one scoring time limit ago: a version activated earlier cannot still be scoring,
+    and a prefork pool child killed mid-scoring (out of memory) restarts no worker. Returns
+    the version queued, or None when every solution carries the active version's scores (or
+    the version is too recent to tell).
+    """
+    version = active_model_version()
+    if version is None or not not_scored_by(version).exists():
+        return None
+    if activated_before is not None and (
+        version.promoted_at is None or version.promoted_at > activated_before
+    ):
+        return None
+    logger.warning("Scoring with %s is unfinished; queueing it again", version)
+    queue_scoring(model_version_id=version.pk)
+    return version.pk
+
+
+# --- selection --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueuedSelection:
+    task_id: str
+    model_version: ModelVersion
+    params: dict[str, Any]
+
+
+def request_generation(*, params: Mapping[str, Any] | None = None) -> QueuedSelection:
+    """Queue the selection of the next generation with the active model version.
+
+    Scoring needs the model, so selection runs on a GPU worker (Celery task
+    `select_generation_task`, queue `gpu`); the generation appears once it is done. Raises
+    InvalidSelection, NoActiveModelVersion or BrokerUnavailable.
+    """
+    cleaned = selection.selection_params(params)
+    version = active_model_version()
+    if version is None:
+        raise NoActiveModelVersion(
+            "No model version is active: train one (or activate one) before selecting."
+        )
+    return _queue_selection(model_version=version, params=cleaned)
+
+
+def _queue_selection(*, model_version: ModelVersion, params: dict[str, Any]) -> QueuedSelection:
+    task_id = str(uuid.uuid4())
+    _send(
+        SELECT_GENERATION_TASK,
+        (model_version.pk, params),
+        task_id=task_id,
+        what="the selection",
+    )
+    return QueuedSelection(task_id=task_id, model_version=model_version, params=params)
+
+
+def select_after_retrain(*, run_id: int, model_version_id: int) -> str | None:
+    """Queue selection after a successful retrain, as SELECTION_AFTER_RETRAIN says.
+
+    Only a version that became active selects (the active model scores and selects);
+    "scheduled" chains only runs the periodic schedule started. Returns the task id, if any.
+    A broker that is down is logged, not raised: the run itself succeeded.
+    """
+    mode = settings.SELECTION_AFTER_RETRAIN
+    if mode not in AFTER_RETRAIN:
+        logger.error("SELECTION_AFTER_RETRAIN=%r is not one of %s", mode, ", ".join(AFTER_RETRAIN))
+        return None
+    run = TrainingRun.objects.get(pk=run_id)
+    version = ModelVersion.objects.get(pk=model_version_id)
+    if mode == "never" or (mode == "scheduled" and run.triggered_by_id is not None):
+        return None
+    if not version.is_active:
+        return None
+    try:
+        return _queue_selection(model_version=version, params=selection.selection_params()).task_id
+    except (selection.InvalidSelection, BrokerUnavailable) as exc:
+        logger.error("Selection after %s not queued: %s", run, exc)
+        return None
