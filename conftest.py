@@ -110,18 +110,21 @@ def _fresh_cache():
 # --- factories ---------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def make_user(django_user_model):
-    """`make_user(name, role="annotator", **fields)`: a user with a password and one role."""
+def create_user(name: str, role: str | None = "annotator", **fields):
+    """A user with a password and one role (the body of `make_user`, for helper modules)."""
+    from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
-    def make(name: str, role: str | None = "annotator", **fields):
-        user = django_user_model.objects.create_user(name, password=f"{name}-pass-123", **fields)
-        if role:
-            user.groups.add(Group.objects.get_or_create(name=role)[0])
-        return user
+    user = get_user_model().objects.create_user(name, password=f"{name}-pass-123", **fields)
+    if role:
+        user.groups.add(Group.objects.get_or_create(name=role)[0])
+    return user
 
-    return make
+
+@pytest.fixture
+def make_user():
+    """`make_user(name, role="annotator", **fields)`: a user with a password and one role."""
+    return create_user
 
 
 @pytest.fixture

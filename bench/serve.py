@@ -6,10 +6,10 @@ On the PostgreSQL server of `DATABASE_URL` it creates (and afterwards drops) a d
 `stepwise_serve_bench`, migrates it and seeds `--solutions` solutions (some with alternative
 completions, a few quality-control ones served to everybody). It starts gunicorn on a free
 port of 127.0.0.1 and runs `--labelers` simulated labelers at once, each in its own thread
-with its own HTTP session: log in, open the next task, rate its steps one at a time with
+with its own HTTP session: log in, open the next session, rate its steps one at a time with
 realistic decisions (mostly +1, some 0, the odd -1 that ends the solution, alternatives after
 a -1, now and then going back to change a rating or taking back a -1), submit, and carry on
-with the next task that the submission returned (the workbench's prefetch), for `--seconds`.
+with the next session that the submission returned (the workbench's prefetch), for `--seconds`.
 No think time by default: every labeler sends its next request as soon as the last answers,
 so the figures are the server's capacity at that concurrency (and requests/s against the
 floor's compares capacities), not a day's real load; with `--think-ms` the load is paced and
@@ -24,6 +24,9 @@ consistency in the database: every acknowledged rating is stored exactly once wi
 acknowledged value (nothing lost, nothing extra), every acknowledged submission is stored,
 and no non-QC solution was ever held by two labelers at once. Exits non-zero if a check
 fails or any request errs.
+
+One file over 500 lines on purpose: a benchmark is one command, and its setup, labelers,
+floor and checks read best together.
 """
 
 import argparse
@@ -298,7 +301,7 @@ class Labeler:
         self.stats = stats
         # Labelers start their day at different moments, not all in the same millisecond.
         time.sleep(self.rng.uniform(0, self.arrive_within_s))
-        response = self.request("GET /label/ (next task)", "GET", "/label/", 302)
+        response = self.request("GET /label/ (next session)", "GET", "/label/", 302)
         if response is None:
             return
         session_id = int(response.headers["Location"].rstrip("/").rsplit("/", 1)[1])
@@ -334,7 +337,7 @@ class Labeler:
         return response.text
 
     def label(self, session_id: int, html: str, deadline: float) -> str | None:
-        """Rate one session to its end and submit it; return the next task's HTML."""
+        """Rate one session to its end and submit it; return the next session's HTML."""
         self.sessions.setdefault(session_id, Expected())
         if self.rng.random() < 0.01:
             return self.submit(session_id, "give_up", reason="Too long for today.")
@@ -383,7 +386,7 @@ class Labeler:
     def submit(self, session_id: int, finish_reason: str, reason: str = "") -> str | None:
         self.think()
         response = self.request(
-            "POST submit (+ next task)",
+            "POST submit (+ next session)",
             "POST",
             f"/label/{session_id}/submit/",
             200,

@@ -21,6 +21,8 @@ uniformly drawn pool solutions as labels were used), and of majority voting.
 The simulation owns its database (`pool`): it refuses one that holds anything it did not
 write (run it on an empty one, e.g. `DATABASE_URL=sqlite:///var/simulation.sqlite3`), and
 clears its own previous run before starting.
+
+About 500 lines, read top to bottom as one loop; the pool and the evaluation live beside it.
 """
 
 import hashlib

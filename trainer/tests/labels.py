@@ -2,19 +2,12 @@
 
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.utils import timezone
 
+from conftest import create_user
 from labeling.demo.seed import seed_demo
 from labeling.models import LabelingSession, Solution, StepLabel, StepRating
 from labeling.services import labelers
-
-
-def user_with_role(username: str, role: str):
-    user = get_user_model().objects.create_user(username=username, password=f"{username}-pw")
-    user.groups.add(Group.objects.get_or_create(name=role)[0])
-    return user
 
 
 def label_demo_solutions(*, problems: int, username: str = "gold-labeler") -> int:
@@ -23,7 +16,7 @@ def label_demo_solutions(*, problems: int, username: str = "gold-labeler") -> in
     Returns the number of sessions submitted.
     """
     seed_demo()
-    labeler = labelers.get_or_create_labeler(user=user_with_role(username, "annotator"))
+    labeler = labelers.get_or_create_labeler(user=create_user(username, "annotator"))
     problem_ids = sorted(set(Solution.objects.values_list("problem_id", flat=True)))[:problems]
     return submit_gold_sessions(
         labeler=labeler,

@@ -17,13 +17,13 @@ import pytest
 from django.urls import reverse
 from kombu import Connection
 
-from conftest import wait_for
+from conftest import create_user, wait_for
 from labeling.models import LabelingSession, Problem, Solution, StepRating, solution_digest
 from labeling.services.workbench import LEASE
 from trainer import runs
 from trainer.models import ModelVersion, TrainingRun
 from trainer.prm import PRM, PRMSettings
-from trainer.tests.labels import label_demo_solutions, user_with_role
+from trainer.tests.labels import label_demo_solutions
 
 # --- a worker killed while it scores the pool -------------------------------------------------
 
@@ -145,7 +145,7 @@ def assert_failed_without_a_model(run: TrainingRun, trusted: ModelVersion, clien
     assert run.status == "failed"
     assert not ModelVersion.objects.filter(training_run=run).exists()
     assert list(ModelVersion.objects.filter(is_active=True)) == [trusted]
-    client.force_login(user_with_role("rita", "researcher"))
+    client.force_login(create_user("rita", "researcher"))
     page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert run.error in page
 

@@ -7,18 +7,18 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
+from conftest import create_user
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
 from labeling.services.labelers import get_or_create_labeler
 from trainer import selectors, views
 from trainer.models import ModelVersion, TrainingRun
-from trainer.tests.labels import user_with_role
 
 pytestmark = pytest.mark.django_db
 
 
 def rate(solution: Solution, username: str, ratings: list[int], *, submitted=True, flagged=()):
     """A labeling session by `username` rating the solution's own steps in order."""
-    user = User.objects.filter(username=username).first() or user_with_role(username, "annotator")
+    user = User.objects.filter(username=username).first() or create_user(username, "annotator")
     labeler = get_or_create_labeler(user=user)
     now = timezone.now()
     session = LabelingSession.objects.create(

@@ -11,13 +11,14 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from annotate.celery import app
+from conftest import create_user
 from labeling.models import Generation, LabelingSession, Problem, Solution
 from labeling.services import workbench
 from labeling.services.labelers import get_or_create_labeler
 from trainer import pipeline, selection, tasks
 from trainer.models import ModelVersion, TrainingRun
 from trainer.selection import Candidate, InvalidSelection, SelectionConflict, choose
-from trainer.tests.labels import label_demo_solutions, user_with_role
+from trainer.tests.labels import label_demo_solutions
 
 pytestmark = pytest.mark.django_db
 
@@ -161,7 +162,7 @@ def make_pool(version, *, problems: int = 3, wrong: int = 3, right: int = 2) -> 
 
 
 def submit(solution: Solution, username: str = "ann") -> LabelingSession:
-    user = user_with_role(username, "annotator")
+    user = create_user(username, "annotator")
     labeler = get_or_create_labeler(user=user)
     now = timezone.now()
     return LabelingSession.objects.create(
@@ -291,7 +292,7 @@ def test_the_labeling_queue_serves_the_newest_generation_first(version):
     top = Solution.objects.filter(generation=newest, is_quality_control=False).order_by(
         "-priority"
     )[0]
-    labeler = get_or_create_labeler(user=user_with_role("lab", "annotator"))
+    labeler = get_or_create_labeler(user=create_user("lab", "annotator"))
 
     first = workbench.next_session(labeler=labeler)
     assert (first.queue, first.session.solution_id) == ("quality_control", qc.pk)
@@ -443,7 +444,7 @@ def test_a_retrain_chains_into_selection_as_the_setting_says(
     settings, version, mode, scheduled, queued
 ):
     settings.SELECTION_AFTER_RETRAIN = mode
-    run = finished_run(user=None if scheduled else user_with_role("rita", "researcher"))
+    run = finished_run(user=None if scheduled else create_user("rita", "researcher"))
     with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
         task_id = pipeline.select_after_retrain(run_id=run.pk, model_version_id=version.pk)
     assert (task_id is not None) == queued
