@@ -8,6 +8,7 @@ from labeling.models import (
     Labeler,
     LabelingSession,
     Problem,
+    ProblemReport,
     Solution,
     StepLabel,
     StepRating,
@@ -23,6 +24,28 @@ class ProblemAdmin(admin.ModelAdmin):
     list_display = ("__str__", "subject", "level", "answer", "is_bad")
     list_filter = ("subject", "level", "is_bad", "split")
     search_fields = ("text", "unique_id", "answer")
+
+
+@admin.register(ProblemReport)
+class ProblemReportAdmin(admin.ModelAdmin):
+    """Read here; reviews are made on the reports page, where confirm guards quality control."""
+
+    list_display = ("id", "problem", "labeler", "status", "created_at", "reviewed_at")
+    list_filter = ("status",)
+    search_fields = ("problem__text", "problem__unique_id", "reason")
+    readonly_fields = (
+        "problem",
+        "labeler",
+        "session",
+        "reason",
+        "created_at",
+        "status",
+        "reviewed_by",
+        "reviewed_at",
+    )
+
+    def has_add_permission(self, request):
+        return False
 
 
 @admin.register(Solution)

@@ -182,7 +182,7 @@ class NextSessionView(APIView):
         served = workbench.next_session(labeler=get_or_create_labeler(user=request.user))
         if served is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
-        return Response(s.NextSessionSerializer(served).data)
+        return Response(s.NextSessionSerializer(served, context={"request": request}).data)
 
 
 class RateView(APIView):
@@ -203,7 +203,7 @@ class RateView(APIView):
             flagged=body.validated_data["flagged"],
             completion_index=body.validated_data["completion_index"],
         )
-        return Response(s.SessionStateSerializer(session).data)
+        return Response(s.SessionStateSerializer(session, context={"request": request}).data)
 
 
 class SubmitView(APIView):
@@ -221,7 +221,7 @@ class SubmitView(APIView):
             finish_reason=body.validated_data["finish_reason"],
             reason_text=body.validated_data["reason"],
         )
-        return Response(s.SessionSerializer(session).data)
+        return Response(s.SessionSerializer(session, context={"request": request}).data)
 
 
 class ExportView(APIView):

@@ -382,3 +382,57 @@ class ImportJob(models.Model):
 
     def __str__(self) -> str:
         return f"import {self.pk} ({self.kind}, {self.status})"
+
+
+class ProblemReport(models.Model):
+    """One labeler's "bad problem" report, made by ending a session with bad_problem.
+
+    A report is a claim, not a verdict: it hides the problem's shared solutions from its
+    reporter only. An admin's review closes the open reports of a problem: confirmed (the
+    problem is marked bad for everyone) or dismissed (the problem stays in the queues).
+    """
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CONFIRMED = "confirmed"
+        DISMISSED = "dismissed"
+
+    problem = models.ForeignKey(Problem, on_delete=models.CASCADE, related_name="reports")
+    labeler = models.ForeignKey(Labeler, on_delete=models.PROTECT, related_name="reports")
+    session = models.OneToOneField(
+        LabelingSession, on_delete=models.CASCADE, related_name="problem_report"
+    )
+    reason = models.TextField()
+    created_at = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["labeler", "problem"], name="problem_report_by_labeler"),
+            models.Index(fields=["status", "problem"], name="problem_report_by_status"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["open", "confirmed", "dismissed"]),
+                name="problem_report_status_known",
+            ),
+            # Reviewed exactly when closed: an open report has no review, a closed one has
+            # its time.
+            models.CheckConstraint(
+                condition=Q(status="open", reviewed_at__isnull=True)
+                | (~Q(status="open") & Q(reviewed_at__isnull=False)),
+                name="problem_report_reviewed_when_closed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"report {self.pk} on problem {self.problem_id} ({self.status})"

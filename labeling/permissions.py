@@ -37,6 +37,11 @@ def can_view_quality(user: AbstractBaseUser | AnonymousUser) -> bool:
     return has_role(user, RESEARCHER, ADMIN)
 
 
+def can_review_problem_reports(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Confirm or dismiss bad-problem reports (researchers only read them)."""
+    return has_role(user, ADMIN)
+
+
 def can_manage_labelers(user: AbstractBaseUser | AnonymousUser) -> bool:
     """Deactivate labelers and see who is behind a labeler UUID."""
     return has_role(user, ADMIN)

@@ -13,6 +13,7 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
+from labeling.permissions import can_view_quality
 from labeling.services import workbench
 
 
@@ -77,9 +78,28 @@ class StepLabelSerializer(serializers.ModelSerializer):
         fields = ["index", "chosen_completion", "human_completion", "ratings"]
 
 
-class SessionSerializer(serializers.ModelSerializer):
+class BlindToLabelers:
+    """Quality control is blind: what tells quality-control and screening solutions from the
+    others (the queue that served it, the marks, the generation, -1 for screening) is shown
+    only to those who review labels (researchers and admins, as on the quality page), and
+    only when the view passes its request in the context."""
+
+    review_fields = ("queue", "is_quality_control", "is_screening", "generation")
+
+    def to_representation(self, instance) -> dict:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not can_view_quality(request.user):
+            for name in self.review_fields:
+                data.pop(name, None)
+        return data
+
+
+class SessionSerializer(BlindToLabelers, serializers.ModelSerializer):
     labeler = serializers.UUIDField(source="labeler.uuid", read_only=True)
-    generation = serializers.IntegerField(source="generation.number", allow_null=True)
+    generation = serializers.IntegerField(
+        source="generation.number", allow_null=True, help_text="Researchers and admins only."
+    )
     step_labels = StepLabelSerializer(many=True, read_only=True)
 
     class Meta:
@@ -150,9 +170,12 @@ class SessionStateSerializer(SessionSerializer):
         return WorkbenchStateSerializer(workbench.session_state(session=session)).data
 
 
-class NextSessionSerializer(serializers.Serializer):
+class NextSessionSerializer(BlindToLabelers, serializers.Serializer):
     session = SessionStateSerializer()
-    queue = serializers.CharField()
+    queue = serializers.CharField(
+        help_text="Researchers and admins only: screening, quality_control, generation, "
+        "leftover or resumed."
+    )
     problem = ProblemSerializer(source="session.solution.problem")
     steps = serializers.ListField(child=serializers.CharField(), source="session.solution.steps")
     alternatives = serializers.DictField(

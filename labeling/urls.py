@@ -15,6 +15,17 @@ urlpatterns = [
     path(
         "quality/labelers/<uuid:labeler_uuid>/active/", views.labeler_active, name="labeler-active"
     ),
+    path("reports/", views.problem_reports, name="problem-reports"),
+    path(
+        "reports/problems/<int:problem_id>/confirm/",
+        views.problem_report_confirm,
+        name="problem-report-confirm",
+    ),
+    path(
+        "reports/problems/<int:problem_id>/dismiss/",
+        views.problem_report_dismiss,
+        name="problem-report-dismiss",
+    ),
     path("guidelines/", views.guidelines, name="guidelines"),
     path("settings/tokens/", views.api_token_page, name="api-token-page"),
 ]

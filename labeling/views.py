@@ -1,3 +1,5 @@
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -17,10 +19,11 @@ from labeling.permissions import (
     RESEARCHER,
     can_export_labels,
     can_manage_labelers,
+    can_review_problem_reports,
     can_view_quality,
     has_role,
 )
-from labeling.services import workbench
+from labeling.services import reports, workbench
 from labeling.services.labelers import get_or_create_labeler
 
 
@@ -78,11 +81,12 @@ def label_next(request: HttpRequest) -> HttpResponse:
 RATING_BUTTONS = ((-1, "bad", "✗ -1 bad"), (0, "ok", "○ 0 okay"), (1, "good", "✓ +1 good"))
 
 
-def _workbench_context(session: LabelingSession) -> dict:
+def _workbench_context(session: LabelingSession, *, seq: int | None = None) -> dict:
     state = workbench.session_state(session=session)
+    alternatives = session.solution.alternatives or {}
     return {
         "session": session,
-        # Reversed once: every step's three buttons post here, and a rating re-renders them.
+        # Reversed once: the page's rating queue posts here, and a rating re-renders the steps.
         "rate_url": reverse("label-rate", args=[session.pk]),
         "problem": session.solution.problem,
         "steps": state.items,
@@ -90,12 +94,20 @@ def _workbench_context(session: LabelingSession) -> dict:
         "outcome": state.outcome,
         "total_steps": state.total_steps,
         "choices": RATING_BUTTONS,
+        # The keyboard predicts what a -1 opens before the server's answer comes back.
+        "alternative_counts": json.dumps({i: len(a) for i, a in alternatives.items()}),
+        # The page's sequence number of the rating this render answers (see workbench.js).
+        "seq": seq,
     }
 
 
-def _int(request: HttpRequest, name: str, default: str) -> int:
+def _int(request: HttpRequest, name: str, default: str | None = None) -> int:
+    """A whole number from the form; without a default, one the request must name."""
+    value = request.POST.get(name, default)
+    if value is None:
+        raise Invalid(f"{name} is required.")
     try:
-        return int(request.POST.get(name, default))
+        return int(value)
     except ValueError:
         raise Invalid(f"{name} must be a whole number.") from None
 
@@ -116,15 +128,17 @@ def label_session(request: HttpRequest, session_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def rate(request: HttpRequest, session_id: int) -> HttpResponse:
+    # A rating names its item: never "the active one", which the page may show stale.
     session = workbench.rate_step(
         session_id=session_id,
         labeler=_labeler(request),
-        step_index=_int(request, "step_index", "-1"),
-        rating=_int(request, "rating", "9"),
+        step_index=_int(request, "step_index"),
+        rating=_int(request, "rating"),
         flagged=request.POST.get("flagged") in ("1", "on", "true"),
         completion_index=_int(request, "completion_index", "0"),
     )
-    return render(request, "labeling/_steps.html", _workbench_context(session))
+    seq = _int(request, "seq") if "seq" in request.POST else None
+    return render(request, "labeling/_steps.html", _workbench_context(session, seq=seq))
 
 
 @login_required
@@ -214,3 +228,44 @@ def api_token_page(request: HttpRequest) -> HttpResponse:
         "labeling/api_tokens.html",
         {"form": form, "new_token": new_token, "tokens": tokens.api_tokens(user=request.user)},
     )
+
+
+# --- bad-problem reports ---------------------------------------------------------------------
+
+
+@login_required
+def problem_reports(request: HttpRequest) -> HttpResponse:
+    """Open bad-problem reports per problem; researchers read, admins review."""
+    if not can_view_quality(request.user):
+        raise PermissionDenied("Problem reports are for researchers and admins.")
+    context = {
+        "problems": reports.open_reports(),
+        "can_review": can_review_problem_reports(request.user),
+    }
+    return render(request, "labeling/reports.html", context)
+
+
+def _review(request: HttpRequest, problem_id: int, *, confirm: bool) -> HttpResponse:
+    if not can_review_problem_reports(request.user):
+        raise PermissionDenied("Only admins can confirm or dismiss reports.")
+    review = reports.confirm_report if confirm else reports.dismiss_report
+    try:
+        closed = review(problem_id=problem_id, by=request.user)
+    except reports.ReportRefused as exc:
+        messages.error(request, str(exc))
+    else:
+        done = "confirmed: it is marked bad" if confirm else "dismissed"
+        messages.success(request, f"{closed} report(s) on problem {problem_id} {done}.")
+    return redirect("problem-reports")
+
+
+@login_required
+@require_POST
+def problem_report_confirm(request: HttpRequest, problem_id: int) -> HttpResponse:
+    return _review(request, problem_id, confirm=True)
+
+
+@login_required
+@require_POST
+def problem_report_dismiss(request: HttpRequest, problem_id: int) -> HttpResponse:
+    return _review(request, problem_id, confirm=False)

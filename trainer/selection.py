@@ -249,7 +249,8 @@ def check_params(
 
 
 def unlabeled_pool() -> QuerySet[Solution]:
-    """Solutions selection may pick: unlabeled, not QC or screening, problem not reported bad."""
+    """Solutions selection may pick: unlabeled, not quality control or screening, problem not
+    marked bad (an open report alone keeps it in the pool)."""
     return Solution.objects.filter(
         problem__is_bad=False, is_quality_control=False, is_screening=False
     ).exclude(has_submitted_label())

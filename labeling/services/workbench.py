@@ -21,12 +21,12 @@ from labeling import prm800k
 from labeling.models import (
     Labeler,
     LabelingSession,
-    Problem,
     Solution,
     StepLabel,
     StepRating,
 )
 from labeling.selectors import current_generation, has_submitted_label
+from labeling.services import reports
 
 LEASE = timedelta(minutes=30)
 # Gaps between a labeler's actions longer than this count as idle, not as time on task.
@@ -62,13 +62,17 @@ def _open_sessions() -> QuerySet[LabelingSession]:
 
 
 def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solution], bool]]:
-    """Named queues tried in order: (name, candidates, shared by labelers?)."""
+    """Named queues tried in order: (name, candidates, shared by labelers?).
+
+    A problem the labeler reported bad leaves the shared queues for them alone; quality
+    control and screening are served to them still (see `reports`).
+    """
     available = Solution.objects.filter(problem__is_bad=False).exclude(
         has_submitted_label(labeler=labeler)
     )
     held = _open_sessions().filter(solution=OuterRef("pk"), lease_expires_at__gt=now)
     shared = available.filter(is_quality_control=False, is_screening=False).exclude(
-        Exists(held) | has_submitted_label()
+        Exists(held) | has_submitted_label() | reports.reported_by(labeler=labeler)
     )
     current = current_generation()
     queues = [
@@ -333,7 +337,9 @@ def submit_session(
             if not reason_text.strip():
                 raise LabelingRefused("Please give a short reason.")
             if finish_reason == "bad_problem":
-                Problem.objects.filter(pk=session.solution.problem_id).update(is_bad=True)
+                # A report, not a verdict: one labeler's view does not mark the problem bad
+                # for everyone (an admin confirms or dismisses it).
+                reports.record_report(session=session, reason=reason_text.strip(), now=now)
         else:
             raise LabelingRefused(f"Unknown finish reason {finish_reason!r}.")
         _touch(session, now)

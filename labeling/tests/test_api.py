@@ -13,7 +13,14 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from labeling.demo.seed import create_demo_accounts
-from labeling.models import ImportJob, LabelingSession, Problem, Solution, StepRating
+from labeling.models import (
+    Generation,
+    ImportJob,
+    LabelingSession,
+    Problem,
+    Solution,
+    StepRating,
+)
 from labeling.services import import_jobs, workbench
 from labeling.services.labelers import get_or_create_labeler
 from trainer.models import ModelVersion
@@ -210,7 +217,10 @@ def test_the_api_submits_every_finish_reason(one_solution, finish_reason):
         finish_reason,
         reason,
     )
-    assert Problem.objects.get().is_bad == (finish_reason == "bad_problem")
+    # A bad_problem session files a report; the problem is marked bad only on confirmation.
+    problem = Problem.objects.get()
+    assert not problem.is_bad
+    assert problem.reports.count() == (finish_reason == "bad_problem")
 
 
 def test_solutions_filter_by_correctness_and_labeled_state(demo):
@@ -410,3 +420,41 @@ def test_a_second_training_run_while_one_is_live_is_a_conflict(small):
     assert watched["params"]["epochs"] == 1
     cancelled = client.post(f"/api/training-runs/{first.json()['id']}/cancel/")
     assert cancelled.json()["status"] == "cancelled"
+
+
+# What would tell a labeler that a solution is quality control or screening: the queue
+# names, the marks, and the generation (screening is generation -1).
+GIVEAWAYS = ("quality_control", "screening", "generation", "leftover", "is_quality_control")
+
+
+@pytest.mark.parametrize("role", ["quality_control", "screening"])
+def test_quality_control_is_blind_in_a_labelers_api_responses(make_user, make_solution, role):
+    problem = Problem.objects.create(text="What is $3+4$?", answer="7")
+    fields = {"is_quality_control": True} if role == "quality_control" else {"is_screening": True}
+    if role == "screening":
+        fields["generation"] = Generation.objects.create(number=Generation.SCREENING)
+    solution = make_solution(problem, steps=["Three and four.", "# Answer\n\n7"], **fields)
+    client = APIClient()
+    client.force_authenticate(make_user("ann"))
+    served = client.post("/api/sessions/next/")
+    sid = served.json()["session"]["id"]
+    assert served.json()["session"]["solution"] == solution.pk
+    answers = [served]
+    for step in (0, 1):
+        body = {"step": step, "rating": 1}
+        answers.append(client.post(f"/api/sessions/{sid}/rate/", body, format="json"))
+    answers.append(client.get(f"/api/sessions/{sid}/"))
+    answers.append(client.post(f"/api/sessions/{sid}/submit/", {"finish_reason": "solution"}))
+    answers.append(client.get("/api/sessions/"))
+    for answer in answers:
+        assert answer.status_code == 200, answer.content
+        text = answer.content.decode()
+        assert not [word for word in GIVEAWAYS if word in text], text
+
+    # Those who review labels still see where each session came from.
+    reviewer = APIClient()
+    reviewer.force_authenticate(make_user("res", role="researcher"))
+    seen = reviewer.get(f"/api/sessions/{sid}/").json()
+    assert seen["queue"] == role and seen[f"is_{role}"] is True
+    served = reviewer.post("/api/sessions/next/").json()
+    assert served["queue"] == role and served["session"][f"is_{role}"] is True

@@ -155,7 +155,7 @@ def test_changing_a_minus_one_reopens_the_following_steps(problem, make_labeler,
 
 
 @pytest.mark.django_db
-def test_bad_problem_needs_a_reason_and_marks_the_problem(problem, make_labeler, make_solution):
+def test_bad_problem_needs_a_reason_and_files_a_report(problem, make_labeler, make_solution):
     make_solution(problem, 1)
     labeler = make_labeler("a")
     sid = next_session(labeler=labeler).session.pk
@@ -167,8 +167,15 @@ def test_bad_problem_needs_a_reason_and_marks_the_problem(problem, make_labeler,
         finish_reason="bad_problem",
         reason_text="The answer key is wrong.",
     )
+    # A report, not a verdict: the problem is marked bad only when an admin confirms it.
     problem.refresh_from_db()
-    assert problem.is_bad
+    assert not problem.is_bad
+    report = problem.reports.get()
+    assert (report.labeler, report.session_id, report.reason) == (
+        labeler,
+        sid,
+        "The answer key is wrong.",
+    )
 
 
 @pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from labeling.demo.seed import DEMO_ACCOUNTS
-from labeling.models import LabelingSession, Problem, Solution
+from labeling.models import Generation, LabelingSession, Problem, Solution
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -140,3 +140,49 @@ def test_deactivated_labelers_are_refused(client, demo, django_user_model):
     client.force_login(user)
     # Django logs an inactive user out; the labeling pages send them to the login page.
     assert client.get(reverse("label-next"))["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("role", ["quality_control", "screening"])
+def test_quality_control_is_blind_on_the_labelers_page(client, make_user, make_solution, role):
+    problem = Problem.objects.create(text="What is $3+4$?", answer="7")
+    fields = {"is_quality_control": True} if role == "quality_control" else {"is_screening": True}
+    if role == "screening":
+        fields["generation"] = Generation.objects.create(number=Generation.SCREENING)
+    make_solution(problem, steps=["Three and four.", "# Answer\n\n7"], **fields)
+    # A second one, so that a submission swaps the next session in (prefetch).
+    make_solution(problem, 1, steps=["Four and three.", "# Answer\n\n7"], **fields)
+    client.force_login(make_user("ann"))
+    opened = client.get(reverse("label-next"), follow=True)
+    session = LabelingSession.objects.get()
+    assert session.queue == role  # served from it, and the page does not say so
+    pages = [opened]
+    for step in (0, 1):
+        url = reverse("label-rate", args=[session.pk])
+        pages.append(client.post(url, {"step_index": step, "completion_index": 0, "rating": 1}))
+    pages.append(
+        client.post(
+            reverse("label-submit", args=[session.pk]),
+            {"finish_reason": "solution"},
+            HTTP_HX_REQUEST="true",
+        )
+    )
+    for page in pages:
+        assert page.status_code == 200
+        text = page.content.decode().lower()
+        giveaways = ("quality_control", "quality control", "quality-control", "screening")
+        giveaways += ("generation", "leftover", "is_quality_control", "served from")
+        assert not [word for word in giveaways if word in text], text
+    assert "data-session" in pages[-1].content.decode()  # the next session came in
+
+
+def test_a_rating_names_its_step_and_the_answer_names_the_press(client, make_user, make_solution):
+    make_solution(Problem.objects.create(text="What is $3+4$?", answer="7"))
+    client.force_login(make_user("ann"))
+    client.get(reverse("label-next"))
+    url = reverse("label-rate", args=[LabelingSession.objects.get().pk])
+    # No "rate the active step": the page's active step may be stale when the request lands.
+    missing = client.post(url, {"rating": 1})
+    assert missing.status_code == 400 and b"step_index is required" in missing.content
+    answer = client.post(url, {"step_index": 0, "completion_index": 0, "rating": 1, "seq": 7})
+    assert 'data-seq="7"' in answer.content.decode()
+    assert list(LabelingSession.objects.get().step_labels.values_list("index", flat=True)) == [0]
