@@ -187,6 +187,8 @@ IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(1024
 IMPORT_GRADING_PROCESSES = int(
     os.environ.get("IMPORT_GRADING_PROCESSES") or len(os.sched_getaffinity(0))
 )
+# Seconds one final-answer verdict may take, whoever asks; longer counts as "not equal".
+GRADING_TIME_LIMIT_SECONDS = float(os.environ.get("GRADING_TIME_LIMIT_SECONDS") or 2)
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(20 * 1024**2)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 

@@ -1,11 +1,20 @@
-"""Answer grading against MATH-style ground truths (plain pytest, no database)."""
+"""Answer grading against MATH-style ground truths (plain pytest, no database, except the
+import that meets an unending answer)."""
 
+import csv
+import json
 import multiprocessing
 import threading
+import time
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
-from labeling.grading import GradingPool, is_equivalent
+from labeling.grading import GradingPool, grade_answer, is_equivalent
+
+CORPUS = Path(__file__).parent / "fixtures" / "grading_corpus.tsv"
 
 CASES = [
     # (answer, ground truth, equivalent?)
@@ -51,7 +60,7 @@ CASES = [
     ("\\theta = 30^\\circ", "30", True),
     ("1, 2", "2, 1", True),
     ("\\{1, 2\\}", "1,2", True),
-    ("0.333333333", "\\frac{1}{3}", True),
+    ("0.333333333", "\\frac{1}{3}", False),  # a rounding is not the value
     ("x^2+2x+1", "(x+1)^2", True),
     ("\\text{no solution}", "\\text{no solution}", True),
     ("3", "-3", False),
@@ -152,3 +161,101 @@ class TestGradingPool:
         daemon.join(timeout=30)
         assert verdicts == self.EXPECTED
         assert processes == 1  # it fell back to grading in the daemon itself
+
+
+def _corpus() -> list[dict[str, str]]:
+    with CORPUS.open(newline="") as lines:
+        return list(csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def test_corpus_judged_by_hand_is_graded_right_with_no_false_accept():
+    # Each row: answer, ground truth, the verdict a person gave, and the answer format.
+    rows = _corpus()
+    assert len(rows) >= 500
+    assert {row["verdict"] for row in rows} == {"equal", "different"}
+    misses: dict[str, list[str]] = defaultdict(list)
+    false_accepts = []
+    for row in rows:
+        verdict = is_equivalent(row["answer"], row["ground_truth"])
+        if verdict != (row["verdict"] == "equal"):
+            misses[row["category"]].append(f"{row['answer']!r} vs {row['ground_truth']!r}")
+            if verdict:
+                false_accepts.append(row)
+    missed = sum(len(m) for m in misses.values())
+    accuracy = 1 - missed / len(rows)
+    print(f"\ngrading corpus: {len(rows)} pairs, accuracy {accuracy:.2%}")
+    for category, pairs in sorted(misses.items()):
+        print(f"  {category}: {len(pairs)} missed: {'; '.join(pairs)}")
+    assert false_accepts == []
+    assert accuracy >= 0.97
+
+
+def test_corpus_covers_every_answer_format():
+    categories = {row["category"] for row in _corpus()}
+    assert categories >= {
+        "integer", "separators", "fraction", "decimal", "repeating", "mixed", "scientific",
+        "radical", "pi", "interval", "inequality", "tuple", "set", "matrix", "degree", "unit",
+        "multiplier", "percent", "dollars", "choice", "text", "expression", "equation", "base",
+        "complex", "boxed", "empty", "pathological",
+    }  # fmt: skip
+
+
+# Answers whose value never finishes computing, and two that pass the guard and only the
+# deadline stops (sympy's exact binomial and factorial run in C, beyond any signal).
+UNENDING = [
+    ("9^{9^{9}}", "9^{9^{9}}", True),
+    ("9^{9^{9}}", "5", False),
+    ("10^{10^{10}}", "10^{10^{10}}", True),
+    ("10^{10^{10}}", "10", False),
+    ("1000000!", "5", False),
+    ("1000000!", "1000000!", True),
+    ("2^{2^{40}}", "1", False),
+    ("(10^{10})!", "5", False),
+    ("\\binom{1000000000}{500000000}", "5", False),
+    ("e^{e^{e^{e^{e}}}}", "1", False),
+]
+
+
+def test_every_unending_answer_gets_a_verdict_within_the_limit_in_a_thread():
+    # As an import, a Celery task or a web request grades: off the main thread, no signals.
+    verdicts: list[tuple[bool, float]] = []
+
+    def grade() -> None:
+        for answer, truth, _ in UNENDING:
+            started = time.monotonic()
+            verdicts.append((grade_answer(answer, truth), time.monotonic() - started))
+
+    thread = threading.Thread(target=grade)
+    thread.start()
+    thread.join(timeout=len(UNENDING) * (settings.GRADING_TIME_LIMIT_SECONDS + 3))
+    assert not thread.is_alive()
+    assert [verdict for verdict, _ in verdicts] == [expected for *_, expected in UNENDING]
+    assert max(seconds for _, seconds in verdicts) < settings.GRADING_TIME_LIMIT_SECONDS + 1
+    # The grading process killed at a timeout is replaced: the next pair is graded as usual.
+    assert is_equivalent("\\frac{\\sqrt2}{2}", "\\frac{1}{\\sqrt{2}}") is True
+
+
+def test_a_timeout_is_logged_with_the_pair_and_counts_as_not_equal(caplog):
+    with caplog.at_level("WARNING", logger="labeling.grading"):
+        assert is_equivalent("\\binom{1000000000}{500000000}", "7") is False
+    assert "took over" in caplog.text and "500000000" in caplog.text and "'7'" in caplog.text
+
+
+@pytest.mark.django_db
+def test_an_import_with_an_unending_answer_finishes(tmp_path):
+    from labeling.models import Problem, Solution
+    from labeling.services.importing import import_solutions
+
+    Problem.objects.create(text="Compute $9^{9^9}$ mod 10.", answer="9", unique_id="t/1.json")
+    lines = [
+        {"unique_id": "t/1.json", "steps": [f"# Answer\n\n{answer}"], "answer": answer}
+        for answer in ("9^{9^{9}}", "9", "10^{10^{10}}")
+    ]
+    path = tmp_path / "solutions.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    started = time.monotonic()
+    result = import_solutions(path=path)
+    assert time.monotonic() - started < 3 * (settings.GRADING_TIME_LIMIT_SECONDS + 1)
+    assert result.lines == 3
+    verdicts = dict(Solution.objects.values_list("answer", "is_correct"))
+    assert verdicts == {"9^{9^{9}}": False, "9": True, "10^{10^{10}}": False}
