@@ -24,6 +24,11 @@ urlpatterns = [
     path("sessions/next/", labeling_api.NextSessionView.as_view(), name="api-next-session"),
     path("sessions/<int:pk>/rate/", labeling_api.RateView.as_view(), name="api-rate"),
     path("sessions/<int:pk>/submit/", labeling_api.SubmitView.as_view(), name="api-submit"),
+    path(
+        "sessions/<int:pk>/human-completion/",
+        labeling_api.HumanCompletionView.as_view(),
+        name="api-human-completion",
+    ),
     path("labels/export/", labeling_api.ExportView.as_view(), name="api-export"),
     path("tokens/", labeling_api.TokenListView.as_view(), name="api-tokens"),
     path(

@@ -291,3 +291,22 @@ class TokenDetailView(APIView):
         if not tokens.revoke_api_token(user=request.user, token_key=token_key):
             raise NotFound("No such token of yours.")
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class HumanCompletionView(APIView):
+    """Write (or replace, or with empty text remove) the caller's own correct step in place of
+    the -1 step, once it and its alternatives are rated (PRM800K phase 1's human_completion)."""
+
+    permission_classes = [IsLabeler]
+
+    @extend_schema(request=s.HumanCompletionSerializer, responses=s.SessionStateSerializer)
+    def post(self, request: Request, pk: int) -> Response:
+        body = s.HumanCompletionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        session = workbench.write_human_completion(
+            session_id=pk,
+            labeler=get_or_create_labeler(user=request.user),
+            step_index=body.validated_data["step"],
+            text=body.validated_data["text"],
+        )
+        return Response(s.SessionStateSerializer(session, context={"request": request}).data)

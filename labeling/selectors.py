@@ -1,8 +1,10 @@
 """Read operations of the annotation domain (the PRM800K export has its own module, export.py)."""
 
+from dataclasses import dataclass, field
+
 from django.db.models import Count, Exists, OuterRef, QuerySet
 
-from labeling.models import Generation, LabelingSession, Problem, Solution
+from labeling.models import Generation, LabelingSession, Problem, Solution, StepLabel, StepRating
 
 
 def problem_list() -> QuerySet[Problem]:
@@ -37,3 +39,149 @@ def has_submitted_label(**lookups) -> Exists:
     """For a Solution queryset: whether the row has a submitted label (by `lookups`' labeler,
     when given). `filter(has_submitted_label())` keeps labeled solutions, `exclude` the rest."""
     return Exists(submitted_sessions_of(**lookups))
+
+
+# --- the workbench: what a labeler sees of a session (page and API alike) ---------------------
+
+
+def rated_steps(session: LabelingSession) -> dict[int, int | None]:
+    """Step index -> rating of the solution's own completion, for rated steps."""
+    return dict(
+        StepRating.objects.filter(step__session=session, completion_index=0).values_list(
+            "step__index", "rating"
+        )
+    )
+
+
+def alternatives_at(*, solution: Solution, step_index: int) -> list[str]:
+    """The alternative completions offered for one step (PRM800K phase 2), in order."""
+    return list((solution.alternatives or {}).get(str(step_index), []))
+
+
+def unrated_alternatives(session: LabelingSession, *, error_step: int) -> int:
+    """How many alternatives of the -1 step are still to rate before the session can end."""
+    offered = len(alternatives_at(solution=session.solution, step_index=error_step))
+    done = StepRating.objects.filter(
+        step__session=session, step__index=error_step, completion_index__gt=0
+    ).count()
+    return max(offered - done, 0)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing to rate: a step (completion 0) or an alternative completion of a step."""
+
+    index: int  # the step index
+    completion: int  # 0: the solution's own step; 1..n: the step's alternatives
+    key: str  # "s3" for step 3, "s3c1" for its first alternative
+    text: str
+    rating: int | None
+    flagged: bool | None
+    alternatives: list["Item"] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WorkbenchState:
+    """A session as its labeler sees it.
+
+    `items` are the steps shown so far (each rated one, then the one to rate next), the
+    first -1 step carrying its alternatives shown so far. `current` is the one item to rate
+    next (None when nothing is left); `outcome` the finish reason that can be submitted now
+    (found_error or solution), if any.
+    """
+
+    items: list[Item]
+    current: Item | None
+    outcome: str | None
+    error_step: int | None
+    total_steps: int
+    alternatives_offered: int  # at the error step; 0 without one
+    # The step the labeler wrote in place of the error step, and whether they may write it
+    # now (the error step and every alternative of it rated).
+    human_completion: str | None = None
+    can_write_human_completion: bool = False
+
+
+def session_state(*, session: LabelingSession) -> WorkbenchState:
+    """What the labeler sees of `session`: the steps shown, the item to rate, the outcome."""
+    rated: dict[int, int | None] = {}
+    flagged: dict[int, bool] = {}
+    for index, rating, flag in StepRating.objects.filter(
+        step__session=session, completion_index=0
+    ).values_list("step__index", "rating", "flagged"):
+        rated[index], flagged[index] = rating, flag
+    steps = session.solution.steps
+    error_step = next((i for i, r in sorted(rated.items()) if r == -1), None)
+    next_step = len(rated) if error_step is None and len(rated) < len(steps) else None
+    shown = len(rated) + (1 if next_step is not None else 0)
+    alternatives: list[Item] = []
+    offered: list[str] = []
+    current_alternative = None
+    if error_step is not None:
+        # PRM800K phase 2: the other completions offered for the wrong step are rated, one
+        # at a time, before the label ends.
+        offered = alternatives_at(solution=session.solution, step_index=error_step)
+        done = {
+            completion: (rating, flag)
+            for completion, rating, flag in StepRating.objects.filter(
+                step__session=session, step__index=error_step, completion_index__gt=0
+            ).values_list("completion_index", "rating", "flagged")
+        }
+        count = len(done)
+        if count < len(offered):
+            current_alternative = count + 1
+        alternatives = [
+            Item(
+                index=error_step,
+                completion=k,
+                key=f"s{error_step}c{k}",
+                text=offered[k - 1],
+                rating=done.get(k, (None, None))[0],
+                flagged=done.get(k, (None, None))[1],
+            )
+            for k in range(1, min(count + 1, len(offered)) + 1)
+        ]
+    items = [
+        Item(
+            index=i,
+            completion=0,
+            key=f"s{i}",
+            text=steps[i],
+            rating=rated.get(i),
+            flagged=flagged.get(i),
+            alternatives=alternatives if i == error_step else [],
+        )
+        for i in range(shown)
+    ]
+    if next_step is not None:
+        current = items[next_step]
+    elif current_alternative is not None:
+        current = alternatives[current_alternative - 1]
+    else:
+        current = None
+    if error_step is None:
+        outcome = "solution" if len(rated) == len(steps) else None
+    else:
+        outcome = "found_error" if current_alternative is None else None
+    human = None
+    if error_step is not None:
+        written = (
+            StepLabel.objects.filter(session=session, index=error_step)
+            .values_list("human_completion", flat=True)
+            .first()
+        )
+        human = written.get("text") if isinstance(written, dict) else None
+    return WorkbenchState(
+        items=items,
+        current=current,
+        outcome=outcome,
+        error_step=error_step,
+        total_steps=len(steps),
+        alternatives_offered=len(offered),
+        human_completion=human,
+        can_write_human_completion=outcome == "found_error" and session.is_open,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# A step the labeler writes in place of the wrong one (PRM800K phase 1's human_completion)

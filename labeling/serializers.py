@@ -4,6 +4,7 @@ from drf_spectacular.utils import extend_schema_field
 from knox.models import AuthToken
 from rest_framework import serializers
 
+from labeling import selectors
 from labeling.models import (
     FinishReason,
     ImportJob,
@@ -14,7 +15,6 @@ from labeling.models import (
     StepRating,
 )
 from labeling.permissions import can_view_quality
-from labeling.services import workbench
 
 
 class ProblemSerializer(serializers.ModelSerializer):
@@ -155,6 +155,12 @@ class WorkbenchStateSerializer(serializers.Serializer):
     alternatives_offered = serializers.IntegerField(
         help_text="How many alternatives the error step offers (0 without one)."
     )
+    human_completion = serializers.CharField(
+        allow_null=True, help_text="The step the labeler wrote in place of the error step."
+    )
+    can_write_human_completion = serializers.BooleanField(
+        help_text="Whether a step can be written now (the error step and its alternatives rated)."
+    )
 
 
 class SessionStateSerializer(SessionSerializer):
@@ -167,7 +173,7 @@ class SessionStateSerializer(SessionSerializer):
 
     @extend_schema_field(WorkbenchStateSerializer)
     def get_state(self, session: LabelingSession) -> dict:
-        return WorkbenchStateSerializer(workbench.session_state(session=session)).data
+        return WorkbenchStateSerializer(selectors.session_state(session=session)).data
 
 
 class NextSessionSerializer(BlindToLabelers, serializers.Serializer):
@@ -239,3 +245,12 @@ class NewTokenSerializer(serializers.Serializer):
     token = serializers.CharField(help_text="Shown once; only its hash is stored.")
     token_key = serializers.CharField()
     expiry = serializers.DateTimeField(allow_null=True)
+
+
+class HumanCompletionSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0, help_text="Index of the step rated -1.")
+    text = serializers.CharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="The correct step, written by the labeler; empty removes it.",
+    )

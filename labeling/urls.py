@@ -11,6 +11,11 @@ urlpatterns = [
     path("label/<int:session_id>/rate/", views.rate, name="label-rate"),
     path("label/<int:session_id>/submit/", views.submit, name="label-submit"),
     path("label/<int:session_id>/renew/", views.renew, name="label-renew"),
+    path(
+        "label/<int:session_id>/human-completion/",
+        views.human_completion,
+        name="label-human-completion",
+    ),
     path("quality/", views.quality_dashboard, name="quality"),
     path(
         "quality/labelers/<uuid:labeler_uuid>/active/", views.labeler_active, name="labeler-active"

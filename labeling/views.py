@@ -82,7 +82,7 @@ RATING_BUTTONS = ((-1, "bad", "✗ -1 bad"), (0, "ok", "○ 0 okay"), (1, "good"
 
 
 def _workbench_context(session: LabelingSession, *, seq: int | None = None) -> dict:
-    state = workbench.session_state(session=session)
+    state = selectors.session_state(session=session)
     alternatives = session.solution.alternatives or {}
     return {
         "session": session,
@@ -96,6 +96,11 @@ def _workbench_context(session: LabelingSession, *, seq: int | None = None) -> d
         "choices": RATING_BUTTONS,
         # The keyboard predicts what a -1 opens before the server's answer comes back.
         "alternative_counts": json.dumps({i: len(a) for i, a in alternatives.items()}),
+        # The labeler's own step in place of the -1 one, once its alternatives are rated.
+        "error_step": state.error_step,
+        "can_write_human_completion": state.can_write_human_completion,
+        "human_completion": state.human_completion,
+        "human_completion_url": reverse("label-human-completion", args=[session.pk]),
         # The page's sequence number of the rating this render answers (see workbench.js).
         "seq": seq,
     }
@@ -269,3 +274,19 @@ def problem_report_confirm(request: HttpRequest, problem_id: int) -> HttpRespons
 @require_POST
 def problem_report_dismiss(request: HttpRequest, problem_id: int) -> HttpResponse:
     return _review(request, problem_id, confirm=False)
+
+
+@login_required
+@require_POST
+def human_completion(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Save or remove the labeler's own correct step in place of the -1 step."""
+    text = "" if "remove" in request.POST else request.POST.get("text", "")
+    if "remove" not in request.POST and not text.strip():
+        raise Invalid("Write the correct step first (or choose Remove).")
+    session = workbench.write_human_completion(
+        session_id=session_id,
+        labeler=_labeler(request),
+        step_index=_int(request, "step_index"),
+        text=text,
+    )
+    return render(request, "labeling/_steps.html", _workbench_context(session))

@@ -116,15 +116,15 @@ def _own_rating(step: _Step, own_text: str | None) -> tuple[int | None, int | No
         if text == own_text:
             return completion, rating
     if isinstance(step.human, dict) and step.human.get("text") == own_text:
-        corrected = step.human.get("corrected_rating")
-        if (
-            isinstance(corrected, int)
-            and not isinstance(corrected, bool)
-            and corrected in (-1, 0, 1)
-        ):
-            return None, corrected
-        return None, 1
+        return None, _human_rating(step.human)
     return None, None
+
+
+def _human_rating(human: dict) -> int:
+    corrected = human.get("corrected_rating")
+    if isinstance(corrected, int) and not isinstance(corrected, bool) and corrected in (-1, 0, 1):
+        return corrected
+    return 1
 
 
 def _session_examples(
@@ -154,6 +154,19 @@ def _session_examples(
                         labels=[*labels, alt_rating],
                     )
                 )
+        human = step.human if isinstance(step.human, dict) else {}
+        if isinstance(human.get("text"), str) and human["text"] != own_text:
+            # A step the labeler wrote in place of the solution's own (its own example; a
+            # phase-1 import whose solution took the written step is counted above).
+            alternatives.append(
+                Example(
+                    problem_id=problem_id,
+                    solution_id=None,
+                    problem=problem,
+                    steps=[*texts, human["text"]],
+                    labels=[*labels, _human_rating(human)],
+                )
+            )
         if rating is None:
             break  # an unrated step (give up, bad problem) ends what was labeled
         texts.append(own_text)
@@ -187,16 +200,6 @@ def snapshot_hash(examples: list[Example]) -> str:
         line = json.dumps(asdict(example), sort_keys=True, ensure_ascii=False)
         digest.update(line.encode("utf-8") + b"\n")
     return digest.hexdigest()
-
-
-def corpus(examples: list[Example]):
-    """The texts a built-in tokenizer is trained on: each problem once, then every step."""
-    seen: set[int] = set()
-    for example in examples:
-        if example.problem_id not in seen:
-            seen.add(example.problem_id)
-            yield example.problem
-        yield from example.steps
 
 
 # Best-of-N reads every solution of the held-out problems; these caps bound its cost.

@@ -1,14 +1,15 @@
 """The annotator's workbench: queues and leases, rating, submission, and the state a page or
-an API client shows.
+an API client shows (`labeling.selectors.session_state`, a read).
 
 A session is one labeler on one solution. `next_session` serves one from named queues
 (screening, quality control, the current generation, leftovers) under a lease;
 `rate_step` and `submit_session` apply the labeling rules (labels stop at the first -1, whose
-alternatives are rated before the session ends); `session_state` says what is shown, what
-to rate next and which outcome can be submitted, for the page and the API alike.
+alternatives are rated before the session ends); `labeling.selectors.session_state` says
+what is shown, what to rate next and which outcome can be submitted, for the page and the API
+alike.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
@@ -16,7 +17,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotate.errors import Conflict, NotAllowed
+from annotate.errors import Conflict, Invalid, NotAllowed
 from labeling import prm800k
 from labeling.models import (
     Labeler,
@@ -25,7 +26,13 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
-from labeling.selectors import current_generation, has_submitted_label
+from labeling.selectors import (
+    alternatives_at,
+    current_generation,
+    has_submitted_label,
+    rated_steps,
+    unrated_alternatives,
+)
 from labeling.services import reports
 
 LEASE = timedelta(minutes=30)
@@ -170,26 +177,23 @@ def _locked_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
     return session
 
 
+def _session_to_change(*, session_id: int, labeler: Labeler) -> LabelingSession:
+    """The caller's session, locked, refused unless it is still open."""
+    session = _locked_session(session_id=session_id, labeler=labeler)
+    if session.abandoned_at is not None:
+        # A tab left open past the lease: say why, not "finished" (the page shows this).
+        raise LabelingRefused(LEASE_LAPSED)
+    if not session.is_open:
+        raise LabelingRefused("This session is already finished.")
+    return session
+
+
 def _touch(session: LabelingSession, now: datetime) -> None:
     last = session.last_activity_at or session.started_at or now
     gap = min(max(now - last, timedelta(0)), IDLE_GAP)
     session.total_time = (session.total_time or 0) + int(gap.total_seconds() * 1000)
     session.last_activity_at = now
     session.lease_expires_at = now + LEASE
-
-
-def rated_steps(session: LabelingSession) -> dict[int, int | None]:
-    """Step index -> rating of the solution's own completion, for rated steps."""
-    return dict(
-        StepRating.objects.filter(step__session=session, completion_index=0).values_list(
-            "step__index", "rating"
-        )
-    )
-
-
-def alternatives_at(*, solution: Solution, step_index: int) -> list[str]:
-    """The alternative completions offered for one step (PRM800K phase 2), in order."""
-    return list((solution.alternatives or {}).get(str(step_index), []))
 
 
 def rate_step(
@@ -211,12 +215,7 @@ def rate_step(
     if rating not in prm800k.RATINGS:
         raise LabelingRefused("A rating is -1, 0 or 1.")
     with transaction.atomic():
-        session = _locked_session(session_id=session_id, labeler=labeler)
-        if session.abandoned_at is not None:
-            # A tab left open past the lease: say why, not "finished" (the page shows this).
-            raise LabelingRefused(LEASE_LAPSED)
-        if not session.is_open:
-            raise LabelingRefused("This session is already finished.")
+        session = _session_to_change(session_id=session_id, labeler=labeler)
         steps = session.solution.steps
         rated = rated_steps(session)
         if not 0 <= step_index < len(steps):
@@ -258,10 +257,13 @@ def rate_step(
                 # Labels stop at the first error: steps after it are no longer part of it.
                 StepLabel.objects.filter(session=session, index__gt=step_index).delete()
             elif rating != -1 and rated.get(step_index) == -1:
-                # Alternatives are rated only in place of a wrong step.
+                # Alternatives, and a step written in its place, exist only for a wrong step.
                 StepRating.objects.filter(
                     step__session=session, step__index=step_index, completion_index__gt=0
                 ).delete()
+                StepLabel.objects.filter(session=session, index=step_index).update(
+                    human_completion=None
+                )
         _touch(session, now)
         session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
     return session
@@ -293,15 +295,6 @@ def _rate_alternative(
             "flagged": flagged,
         },
     )
-
-
-def unrated_alternatives(session: LabelingSession, *, error_step: int) -> int:
-    """How many alternatives of the -1 step are still to rate before the session can end."""
-    offered = len(alternatives_at(solution=session.solution, step_index=error_step))
-    done = StepRating.objects.filter(
-        step__session=session, step__index=error_step, completion_index__gt=0
-    ).count()
-    return max(offered - done, 0)
 
 
 def submit_session(
@@ -368,103 +361,53 @@ def renew_lease(
 # What the labeler sees
 
 
-@dataclass(frozen=True)
-class Item:
-    """One thing to rate: a step (completion 0) or an alternative completion of a step."""
-
-    index: int  # the step index
-    completion: int  # 0: the solution's own step; 1..n: the step's alternatives
-    key: str  # "s3" for step 3, "s3c1" for its first alternative
-    text: str
-    rating: int | None
-    flagged: bool | None
-    alternatives: list["Item"] = field(default_factory=list)
+HUMAN_COMPLETION_MAX_CHARS = 5000
 
 
-@dataclass(frozen=True)
-class WorkbenchState:
-    """A session as its labeler sees it.
+class HumanCompletionInvalid(Invalid):
+    """The written step cannot be stored as given (too long)."""
 
-    `items` are the steps shown so far (each rated one, then the one to rate next), the
-    first -1 step carrying its alternatives shown so far. `current` is the one item to rate
-    next (None when nothing is left); `outcome` the finish reason that can be submitted now
-    (found_error or solution), if any.
+
+def write_human_completion(
+    *,
+    session_id: int,
+    labeler: Labeler,
+    step_index: int,
+    text: str,
+    now: datetime | None = None,
+) -> LabelingSession:
+    """Store (or replace) the labeler's own correct step in place of the -1 step.
+
+    Empty text removes it. It is written once the step and every alternative of it are
+    rated, and kept as PRM800K phase 1 keeps it: the `human_completion` object with
+    `chosen_completion` null, the step's rated completions unchanged.
     """
-
-    items: list[Item]
-    current: Item | None
-    outcome: str | None
-    error_step: int | None
-    total_steps: int
-    alternatives_offered: int  # at the error step; 0 without one
-
-
-def session_state(*, session: LabelingSession) -> WorkbenchState:
-    """What the labeler sees of `session`: the steps shown, the item to rate, the outcome."""
-    rated: dict[int, int | None] = {}
-    flagged: dict[int, bool] = {}
-    for index, rating, flag in StepRating.objects.filter(
-        step__session=session, completion_index=0
-    ).values_list("step__index", "rating", "flagged"):
-        rated[index], flagged[index] = rating, flag
-    steps = session.solution.steps
-    error_step = next((i for i, r in sorted(rated.items()) if r == -1), None)
-    next_step = len(rated) if error_step is None and len(rated) < len(steps) else None
-    shown = len(rated) + (1 if next_step is not None else 0)
-    alternatives: list[Item] = []
-    offered: list[str] = []
-    current_alternative = None
-    if error_step is not None:
-        # PRM800K phase 2: the other completions offered for the wrong step are rated, one
-        # at a time, before the label ends.
-        offered = alternatives_at(solution=session.solution, step_index=error_step)
-        done = {
-            completion: (rating, flag)
-            for completion, rating, flag in StepRating.objects.filter(
-                step__session=session, step__index=error_step, completion_index__gt=0
-            ).values_list("completion_index", "rating", "flagged")
-        }
-        count = len(done)
-        if count < len(offered):
-            current_alternative = count + 1
-        alternatives = [
-            Item(
-                index=error_step,
-                completion=k,
-                key=f"s{error_step}c{k}",
-                text=offered[k - 1],
-                rating=done.get(k, (None, None))[0],
-                flagged=done.get(k, (None, None))[1],
-            )
-            for k in range(1, min(count + 1, len(offered)) + 1)
-        ]
-    items = [
-        Item(
-            index=i,
-            completion=0,
-            key=f"s{i}",
-            text=steps[i],
-            rating=rated.get(i),
-            flagged=flagged.get(i),
-            alternatives=alternatives if i == error_step else [],
+    now = now or timezone.now()
+    text = text.strip()
+    if len(text) > HUMAN_COMPLETION_MAX_CHARS:
+        raise HumanCompletionInvalid(
+            f"A written step has at most {HUMAN_COMPLETION_MAX_CHARS:,} characters."
         )
-        for i in range(shown)
-    ]
-    if next_step is not None:
-        current = items[next_step]
-    elif current_alternative is not None:
-        current = alternatives[current_alternative - 1]
-    else:
-        current = None
-    if error_step is None:
-        outcome = "solution" if len(rated) == len(steps) else None
-    else:
-        outcome = "found_error" if current_alternative is None else None
-    return WorkbenchState(
-        items=items,
-        current=current,
-        outcome=outcome,
-        error_step=error_step,
-        total_steps=len(steps),
-        alternatives_offered=len(offered),
-    )
+    with transaction.atomic():
+        session = _session_to_change(session_id=session_id, labeler=labeler)
+        if rated_steps(session).get(step_index) != -1:
+            raise LabelingRefused(f"Step {step_index} is not rated -1.")
+        if unrated_alternatives(session, error_step=step_index):
+            raise LabelingRefused(f"Rate the alternatives of step {step_index} first.")
+        human = (
+            {
+                "text": text,
+                "rating": None,
+                "source": "human",
+                "flagged": False,
+                "corrected_rating": None,
+            }
+            if text
+            else None
+        )
+        StepLabel.objects.filter(session=session, index=step_index).update(
+            human_completion=human, chosen_completion=None
+        )
+        _touch(session, now)
+        session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
+    return session

@@ -13,17 +13,6 @@ KEY_GAP_MS = 100
 
 
 @pytest.fixture
-def page(browser, live_server, make_user):
-    make_user("ann")
-    page = browser.new_page()
-    page.goto(f"{live_server.url}/accounts/login/?next=/label/")
-    page.get_by_label("Username").fill("ann")
-    page.get_by_label("Password").fill("ann-pass-123")
-    page.get_by_role("button", name="Log in").click()
-    return page
-
-
-@pytest.fixture
 def solution(make_solution):
     problem = Problem.objects.create(text="What is $2+2$?", answer="4")
     return make_solution(

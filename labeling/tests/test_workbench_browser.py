@@ -15,21 +15,6 @@ from labeling.services.workbench import LEASE_LAPSED
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts"
 
 
-@pytest.fixture
-def annotator(make_user):
-    return make_user("ann")
-
-
-@pytest.fixture
-def page(browser, live_server, annotator):
-    page = browser.new_page()
-    page.goto(f"{live_server.url}/accounts/login/?next=/label/")
-    page.get_by_label("Username").fill("ann")
-    page.get_by_label("Password").fill("ann-pass-123")
-    page.get_by_role("button", name="Log in").click()
-    return page
-
-
 def add_solution(steps, answer="4", problem_text="What is $\\frac{8}{2}$?"):
     problem, _ = Problem.objects.get_or_create(text=problem_text, defaults={"answer": "4"})
     return Solution.objects.create(problem=problem, steps=steps, answer=answer, is_correct=True)

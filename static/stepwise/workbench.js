@@ -254,6 +254,19 @@
   }
 
   document.addEventListener("keydown", (event) => {
+    // The form for the labeler's own step answers its own keys: Esc leaves it (the rating
+    // keys work again), Ctrl+Enter saves it, Enter on its buttons presses them rather than
+    // submitting the session.
+    const own = event.target.closest && event.target.closest("form.human-completion");
+    if (own) {
+      if (event.key === "Escape") {
+        event.target.blur();
+      } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        own.requestSubmit(document.getElementById("human-completion-save"));
+      }
+      return;
+    }
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
     const known = event.key in ratingKeys || ["u", "Backspace", "k", "Enter"].includes(event.key);
     if (known && submitting) {
@@ -279,6 +292,8 @@
       } else if (!submitNow(false)) {
         return;
       }
+    } else if (event.key === "w" && document.getElementById("human-completion")) {
+      document.getElementById("human-completion").focus(); // write the correct step yourself
     } else if (event.key === "?") {
       const dialog = document.getElementById("keymap");
       if (dialog.open) dialog.close(); else dialog.showModal();

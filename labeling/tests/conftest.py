@@ -1,0 +1,19 @@
+"""Fixtures of the labeling tests; the suite-wide factories are in the root conftest."""
+
+import pytest
+
+
+@pytest.fixture
+def annotator(make_user):
+    return make_user("ann")
+
+
+@pytest.fixture
+def page(browser, live_server, annotator):
+    """A browser page logged in as the annotator `ann`, sent on to /label/."""
+    page = browser.new_page()
+    page.goto(f"{live_server.url}/accounts/login/?next=/label/")
+    page.get_by_label("Username").fill("ann")
+    page.get_by_label("Password").fill("ann-pass-123")
+    page.get_by_role("button", name="Log in").click()
+    return page
