@@ -298,6 +298,10 @@ SELECTION_WRONG_SHARE = float(os.environ.get("SELECTION_WRONG_SHARE", "0.8"))
 # Quality-control solutions reserved for each generation (on top of the batch), served to
 # every labeler.
 SELECTION_QUALITY_CONTROL_COUNT = int(os.environ.get("SELECTION_QUALITY_CONTROL_COUNT", "10"))
+# Overlap: this share of each generation's batch goes to SELECTION_OVERLAP_LABELERS labelers
+# each (the rest to one), for agreement between labelers; changeable per generation later.
+SELECTION_OVERLAP_SHARE = float(os.environ.get("SELECTION_OVERLAP_SHARE", "0"))
+SELECTION_OVERLAP_LABELERS = int(os.environ.get("SELECTION_OVERLAP_LABELERS", "2"))
 # After a retrain whose model became active: select the next generation for "scheduled"
 # (periodic) runs only, "always" (any run), or "never".
 SELECTION_AFTER_RETRAIN = os.environ.get("SELECTION_AFTER_RETRAIN", "scheduled")

@@ -10,6 +10,7 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
@@ -135,6 +136,11 @@ class Solution(models.Model):
         "e.g. [1, 0, -1]. Labelers' agreement is measured against it.",
     )
     priority = models.FloatField(default=0.0, help_text="Higher is served first.")
+    labels_wanted = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text="How many labelers label it: more than one for its generation's overlap share.",
+    )
     # What selected it into `generation` (empty for imported solutions): the model version
     # whose scores were used, its score then (prm_score may have changed since) and why.
     selection_model_version = models.ForeignKey(
@@ -176,6 +182,9 @@ class Solution(models.Model):
             models.CheckConstraint(
                 condition=Q(selection_reason__in=["", *SelectionReason.values]),
                 name="solution_selection_reason_known",
+            ),
+            models.CheckConstraint(
+                condition=Q(labels_wanted__gte=1), name="solution_labels_wanted_positive"
             ),
         ]
 
@@ -228,6 +237,9 @@ class LabelingSession(models.Model):
     is_quality_control = models.BooleanField(default=False)
     is_screening = models.BooleanField(default=False)
     queue = models.CharField(max_length=16, blank=True, help_text="Why it was served.")
+    # Which of the solution's `labels_wanted` places this session holds (shared queues only):
+    # the unique constraint below is what keeps concurrent claims within the overlap.
+    slot = models.PositiveSmallIntegerField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_activity_at = models.DateTimeField(null=True, blank=True)
@@ -237,6 +249,16 @@ class LabelingSession(models.Model):
     total_time = models.BigIntegerField(null=True, blank=True, help_text="Milliseconds.")
     finish_reason = models.CharField(max_length=16, choices=FinishReason.choices, blank=True)
     finish_reason_text = models.TextField(blank=True)
+    adjudicated_at = models.DateTimeField(
+        null=True, blank=True, help_text="When this label was chosen over the solution's others."
+    )
+    adjudicated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
     # PRM800K keys this schema does not model, and values that differ from what the
     # modelled fields would export, so that import -> export is lossless.
     extra = models.JSONField(default=dict, blank=True)
@@ -249,16 +271,18 @@ class LabelingSession(models.Model):
                 condition=Q(submitted_at__isnull=True, abandoned_at__isnull=True),
                 name="one_open_session_per_labeler_and_solution",
             ),
-            # A solution outside QC and screening is held by at most one labeler at a time.
+            # A solution outside QC and screening is held or labeled by at most its
+            # `labels_wanted` labelers: one session per place, abandoned ones free theirs.
+            models.UniqueConstraint(
+                fields=["solution", "slot"],
+                condition=Q(abandoned_at__isnull=True, slot__isnull=False),
+                name="one_session_per_solution_slot",
+            ),
+            # Of several labels of one solution, an admin or researcher may settle on one.
             models.UniqueConstraint(
                 fields=["solution"],
-                condition=Q(
-                    submitted_at__isnull=True,
-                    abandoned_at__isnull=True,
-                    is_quality_control=False,
-                    is_screening=False,
-                ),
-                name="one_labeler_holds_a_shared_solution",
+                condition=Q(adjudicated_at__isnull=False),
+                name="one_adjudicated_label_per_solution",
             ),
         ]
 

@@ -16,10 +16,13 @@ urlpatterns = [
         views.human_completion,
         name="label-human-completion",
     ),
+    path("label/preview/", views.math_preview, name="math-preview"),
     path("quality/", views.quality_dashboard, name="quality"),
     path(
         "quality/labelers/<uuid:labeler_uuid>/active/", views.labeler_active, name="labeler-active"
     ),
+    path("quality/disagreements/", views.labeler_disagreements, name="labeler-disagreement-list"),
+    path("quality/solutions/<int:solution_id>/adjudicate/", views.adjudicate, name="adjudicate"),
     path("reports/", views.problem_reports, name="problem-reports"),
     path(
         "reports/problems/<int:problem_id>/confirm/",

@@ -3,16 +3,18 @@ import json
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
 
 from annotate.errors import Invalid
-from labeling import export, quality, selectors, tokens
+from labeling import agreement, export, mathtext, quality, selectors, tokens
 from labeling.forms import ApiTokenForm, ExportForm
-from labeling.models import Labeler, LabelingSession
+from labeling.models import Generation, Labeler, LabelingSession
 from labeling.permissions import (
     ADMIN,
     ANNOTATOR,
@@ -23,8 +25,10 @@ from labeling.permissions import (
     can_view_quality,
     has_role,
 )
-from labeling.services import reports, workbench
+from labeling.services import overlap, reports, workbench
 from labeling.services.labelers import get_or_create_labeler
+
+COMPARISONS_PER_PAGE = 20
 
 
 @login_required
@@ -120,11 +124,11 @@ def _int(request: HttpRequest, name: str, default: str | None = None) -> int:
 @login_required
 def label_session(request: HttpRequest, session_id: int) -> HttpResponse:
     labeler = _labeler(request)
+    # Another labeler's session is as missing as one that does not exist: the answer does
+    # not tell which ids exist.
     session = get_object_or_404(
-        LabelingSession.objects.select_related("solution__problem"), pk=session_id
+        LabelingSession.objects.select_related("solution__problem"), pk=session_id, labeler=labeler
     )
-    if session.labeler_id != labeler.pk:
-        raise PermissionDenied("This session belongs to another labeler.")
     if not session.is_open:
         return redirect("label-next")
     return render(request, "labeling/workbench.html", _workbench_context(session))
@@ -183,11 +187,58 @@ def renew(request: HttpRequest, session_id: int) -> HttpResponse:
 def quality_dashboard(request: HttpRequest) -> HttpResponse:
     if not can_view_quality(request.user):
         raise PermissionDenied("The quality page is for researchers and admins.")
+    between = agreement.agreement_by_labeler()
     context = {
-        "labelers": quality.labeler_figures(),
+        "labelers": [
+            (figures, between.get(figures.labeler_id)) for figures in quality.labeler_figures()
+        ],
+        "by_generation": agreement.agreement_by_generation(),
         "can_manage": can_manage_labelers(request.user),
     }
     return render(request, "labeling/quality.html", context)
+
+
+@login_required
+def labeler_disagreements(request: HttpRequest) -> HttpResponse:
+    """Solutions labeled by several labelers, their labels side by side, disagreements first."""
+    if not can_view_quality(request.user):
+        raise PermissionDenied("The quality page is for researchers and admins.")
+    generation = None
+    if request.GET.get("generation", "").isdigit():
+        generation = get_object_or_404(Generation, pk=int(request.GET["generation"]))
+    rows = agreement.comparisons(generation=generation)
+    page = Paginator(rows, COMPARISONS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "generation": generation,
+        "page": page,
+        "comparisons": agreement.comparison_page([solution_id for solution_id, _ in page]),
+        "disagreeing": sum(disagree for _, disagree in rows),
+        "total": len(rows),
+    }
+    return render(request, "labeling/labeler_disagreements.html", context)
+
+
+@login_required
+@require_POST
+def adjudicate(request: HttpRequest, solution_id: int) -> HttpResponse:
+    """Settle on one of the solution's labels for training (an empty choice: on none)."""
+    if not can_view_quality(request.user):
+        raise PermissionDenied("Only researchers and admins settle labels.")
+    choice = request.POST.get("session", "")
+    if choice and not choice.isdigit():
+        raise Invalid("session must be a session id or empty.")
+    overlap.adjudicate(
+        solution_id=solution_id, session_id=int(choice) if choice else None, by=request.user
+    )
+    messages.success(
+        request,
+        f"Solution {solution_id}: training uses "
+        + (f"session {choice}'s label." if choice else "the rule's label again."),
+    )
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = reverse("labeler-disagreement-list")
+    return redirect(back)
 
 
 @login_required
@@ -274,6 +325,19 @@ def problem_report_confirm(request: HttpRequest, problem_id: int) -> HttpRespons
 @require_POST
 def problem_report_dismiss(request: HttpRequest, problem_id: int) -> HttpResponse:
     return _review(request, problem_id, confirm=False)
+
+
+@login_required
+@require_POST
+def math_preview(request: HttpRequest) -> HttpResponse:
+    """The typed text as a step shows it, math rendered: the preview while writing a step."""
+    text = request.POST.get("text", "")
+    if len(text) > workbench.HUMAN_COMPLETION_MAX_CHARS:
+        # A preview of more would be of a step that cannot be saved.
+        raise Invalid(
+            f"A written step has at most {workbench.HUMAN_COMPLETION_MAX_CHARS:,} characters."
+        )
+    return HttpResponse(mathtext.render_step(text))
 
 
 @login_required

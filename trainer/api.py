@@ -13,6 +13,7 @@ from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from labeling.models import Generation
 from labeling.permissions import IsResearcher
+from labeling.services import overlap
 from trainer import model_versions, pipeline, runs, selectors
 from trainer import serializers as s
 from trainer.models import ModelVersion, TrainingRun
@@ -83,3 +84,17 @@ class GenerationViewSet(ReadOnlyModelViewSet):
             "params": queued.params,
         }
         return Response(s.GenerationQueuedSerializer(data).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=s.OverlapSerializer,
+        responses={200: s.OverlapResultSerializer},
+        description="Give `share` of the generation's solutions (quality control and screening "
+        "aside) to `labelers` labelers each; the share's solutions stay the same as it grows.",
+    )
+    @action(detail=True, methods=["post"])
+    def overlap(self, request: Request, pk: str) -> Response:
+        body = s.OverlapSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        overlapping = overlap.set_overlap(generation=self.get_object(), **body.validated_data)
+        data = {**body.validated_data, "overlapping": overlapping}
+        return Response(s.OverlapResultSerializer(data).data)

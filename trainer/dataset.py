@@ -1,7 +1,8 @@
 """Training examples from submitted labeling sessions.
 
-Each submitted session gives one example: its problem, the solution's steps up to and
-including the first -1 (the paper supervises up to the first error), and the rating of each.
+Each labeled solution gives one example: its problem, the solution's steps up to and including
+the first -1 (the paper supervises up to the first error), and the rating of each. A solution
+labeled by several labelers gives the label `labeling.agreement.training_label` settles on.
 Every other rated completion of a step (phase-2 alternatives at the error step, phase-1
 completions the labeler did not choose) gives one more example: the steps before it, then
 that completion with its own rating.
@@ -21,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 from django.db.models import Count
 
+from labeling import agreement
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
 
 SESSION_CHUNK = 500
@@ -56,7 +58,12 @@ def build_examples(
         sessions = sessions.filter(generation__number__gte=generation_min)
     if generation_max is not None:
         sessions = sessions.filter(generation__number__lte=generation_max)
-    rows = list(sessions.order_by("pk").values_list("pk", "solution_id", "solution__problem_id"))
+    used = agreement.training_sessions(sessions)
+    rows = [
+        row
+        for row in sessions.order_by("pk").values_list("pk", "solution_id", "solution__problem_id")
+        if row[0] in used
+    ]
     problems: dict[int, str] = {}
     examples: list[Example] = []
     for start in range(0, len(rows), SESSION_CHUNK):

@@ -7,6 +7,7 @@ from pathlib import Path
 from django import forms
 from django.conf import settings
 
+from labeling.services.overlap import MAX_OVERLAP_LABELERS
 from trainer.params import InvalidParams, TrainingParams, default_of, value_type
 from trainer.selection import STRATEGIES
 
@@ -62,6 +63,17 @@ class TrainingRunForm(forms.Form):
         return {key: value for key, value in self.cleaned_data.items() if value not in (None, "")}
 
 
+class OverlapForm(forms.Form):
+    """A generation's overlap, changed after it was published."""
+
+    share = forms.FloatField(
+        min_value=0.0, max_value=1.0, label="Share", help_text="Of its solutions, 0 to 1."
+    )
+    labelers = forms.IntegerField(
+        min_value=2, max_value=MAX_OVERLAP_LABELERS, label="Labelers each"
+    )
+
+
 class GenerationForm(forms.Form):
     """Selection parameters for publishing the next generation; initial values are settings."""
 
@@ -82,6 +94,19 @@ class GenerationForm(forms.Form):
         label="Quality-control solutions",
         help_text="Served to every labeler, on top of the batch.",
     )
+    overlap_share = forms.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        required=False,
+        label="Overlap share",
+        help_text="Share of the batch labeled by several labelers, for agreement.",
+    )
+    overlap_labelers = forms.IntegerField(
+        min_value=2,
+        max_value=MAX_OVERLAP_LABELERS,
+        required=False,
+        label="Labelers per overlapping solution",
+    )
     seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=0)
 
     def __init__(self, *args, **kwargs) -> None:
@@ -93,6 +118,8 @@ class GenerationForm(forms.Form):
             "per_problem_cap",
             "wrong_share",
             "quality_control_count",
+            "overlap_share",
+            "overlap_labelers",
         ):
             self.fields[name].initial = getattr(settings, f"SELECTION_{name.upper()}")
 

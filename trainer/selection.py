@@ -26,6 +26,8 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
 5. Each selected solution records its generation, the model version, its score at selection
    and why it was selected (`Solution.selection_*`); the batch's priority is its selection
    order, so the labeling queue serves the newest generation first, most convincing first.
+6. `overlap_share` of the batch goes to `overlap_labelers` labelers each
+   (`labeling.services.overlap`), for agreement between labelers.
 """
 
 import hashlib
@@ -43,6 +45,7 @@ from django.db.models import Max, QuerySet
 from annotate.errors import Conflict, Invalid
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, Solution
 from labeling.selectors import has_submitted_label
+from labeling.services import overlap
 from trainer.models import ModelVersion
 
 if TYPE_CHECKING:
@@ -229,6 +232,8 @@ def check_params(
     per_problem_cap: int,
     wrong_share: float,
     quality_control_count: int,
+    overlap_share: float = 0.0,
+    overlap_labelers: int = 2,
 ) -> None:
     """InvalidSelection naming the first bad parameter."""
     if strategy not in STRATEGIES:
@@ -243,6 +248,10 @@ def check_params(
         raise InvalidSelection("per_problem_cap must be at least 1.")
     if not 0.0 <= wrong_share <= 1.0:
         raise InvalidSelection("wrong_share must be between 0 and 1.")
+    try:
+        overlap.check_overlap(share=overlap_share, labelers=overlap_labelers)
+    except overlap.InvalidOverlap as exc:
+        raise InvalidSelection(str(exc)) from None
 
 
 # --- publishing a generation (the write) ------------------------------------------------------
@@ -335,6 +344,8 @@ def select_generation(
     per_problem_cap: int,
     wrong_share: float = 0.8,
     quality_control_count: int = 0,
+    overlap_share: float = 0.0,
+    overlap_labelers: int = 2,
     seed: int = 0,
     prm: "PRM | None" = None,
     request_id: str = "",
@@ -349,6 +360,7 @@ def select_generation(
       chosen by `strategy` (a key of STRATEGIES); `wrong_share` is the convincing wrong
       answers' share of the batch (convincing_wrong_answer only);
     - `quality_control_count` quality-control solutions on top, served to every labeler;
+    - `overlap_share` of the batch labeled by `overlap_labelers` labelers each (overlap);
     - `seed` breaks ties (and is the uniform strategy's randomness);
     - `prm`: the loaded model of `model_version`, to skip loading its checkpoint (only used
       when some pool solution lacks this version's score; its scores then become those
@@ -366,6 +378,8 @@ def select_generation(
         per_problem_cap=per_problem_cap,
         wrong_share=wrong_share,
         quality_control_count=quality_control_count,
+        overlap_share=overlap_share,
+        overlap_labelers=overlap_labelers,
     )
     if request_id:
         done = Generation.objects.filter(params__request_id=request_id).first()
@@ -403,6 +417,8 @@ def select_generation(
                 "per_problem_cap": per_problem_cap,
                 "wrong_share": wrong_share,
                 "quality_control_count": quality_control_count,
+                "overlap_share": overlap_share,
+                "overlap_labelers": overlap_labelers,
                 "seed": seed,
                 "pool": len(candidates),
                 "scored": scored,
@@ -420,6 +436,9 @@ def select_generation(
                 picks=picks,
                 quality_control_picks=quality_control_picks,
                 model_version=model_version,
+            )
+            overlap.set_overlap(
+                generation=generation, share=overlap_share, labelers=overlap_labelers
             )
     except IntegrityError:
         raise SelectionConflict(
@@ -471,6 +490,8 @@ PARAM_NAMES = (
     "per_problem_cap",
     "wrong_share",
     "quality_control_count",
+    "overlap_share",
+    "overlap_labelers",
     "seed",
 )
 
@@ -487,6 +508,8 @@ def selection_params(overrides: Mapping[str, Any] | None = None) -> dict[str, An
         "per_problem_cap": settings.SELECTION_PER_PROBLEM_CAP,
         "wrong_share": settings.SELECTION_WRONG_SHARE,
         "quality_control_count": settings.SELECTION_QUALITY_CONTROL_COUNT,
+        "overlap_share": settings.SELECTION_OVERLAP_SHARE,
+        "overlap_labelers": settings.SELECTION_OVERLAP_LABELERS,
         "seed": 0,
     }
     params = {**defaults, **overrides}

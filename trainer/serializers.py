@@ -3,6 +3,7 @@
 from rest_framework import serializers
 
 from labeling.models import Generation
+from labeling.services.overlap import MAX_OVERLAP_LABELERS
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
 from trainer.selection import STRATEGIES
@@ -73,7 +74,22 @@ class GenerationRequestSerializer(serializers.Serializer):
     per_problem_cap = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
     wrong_share = serializers.FloatField(min_value=0.0, max_value=1.0, required=False)
     quality_control_count = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
+    overlap_share = serializers.FloatField(min_value=0.0, max_value=1.0, required=False)
+    overlap_labelers = serializers.IntegerField(
+        min_value=2, max_value=MAX_OVERLAP_LABELERS, required=False
+    )
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+
+
+class OverlapSerializer(serializers.Serializer):
+    """A generation's overlap: `share` of its solutions labeled by `labelers` labelers each."""
+
+    share = serializers.FloatField(min_value=0.0, max_value=1.0)
+    labelers = serializers.IntegerField(min_value=2, max_value=MAX_OVERLAP_LABELERS)
+
+
+class OverlapResultSerializer(OverlapSerializer):
+    overlapping = serializers.IntegerField(help_text="Solutions now labeled by several labelers.")
 
 
 class GenerationQueuedSerializer(serializers.Serializer):

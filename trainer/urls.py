@@ -14,4 +14,9 @@ urlpatterns = [
     path("inspect/solutions/<int:solution_id>/", views.solution_inspect, name="solution-inspect"),
     path("generations/", views.generation_list, name="generation-list"),
     path("generations/<int:generation_id>/", views.generation_detail, name="generation-detail"),
+    path(
+        "generations/<int:generation_id>/overlap/",
+        views.generation_overlap,
+        name="generation-overlap",
+    ),
 ]

@@ -1,6 +1,7 @@
 """Researcher pages: training runs (start, watch, cancel), model versions (activate),
 inspection (one solution's steps beside the PRM's scores; where PRM and humans disagree) and
-generations of active learning (composition, labelers' progress, publish the next one).
+generations of active learning (composition, labelers' progress and agreement, overlap, publish
+the next one).
 
 A refusal on a form page is shown on that page, with the status annotate.errors gives its kind.
 """
@@ -11,14 +12,16 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from annotate.errors import DomainError, http_status
+from labeling import agreement
 from labeling.models import Generation, Solution
 from labeling.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
+from labeling.services import overlap
 from trainer import model_versions, pipeline, runs, selectors
-from trainer.forms import GenerationForm, TrainingRunForm
+from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 
 
@@ -250,14 +253,48 @@ def generation_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def generation_detail(request: HttpRequest, generation_id: int) -> HttpResponse:
+def generation_detail(
+    request: HttpRequest,
+    generation_id: int,
+    *,
+    overlap_form: OverlapForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
     _require_researcher(request)
     try:
         detail = selectors.generation_detail(generation_id=generation_id)
     except Generation.DoesNotExist:
         raise Http404("No such generation.") from None
+    generation = detail.summary.generation
+    progress = agreement.overlap_progress(generation=generation)
     return render(
         request,
         "trainer/generation_detail.html",
-        {"detail": detail, "can_manage": can_manage_labelers(request.user)},
+        {
+            "detail": detail,
+            "can_manage": can_manage_labelers(request.user),
+            "overlap": progress,
+            "overlap_form": overlap_form
+            or OverlapForm(initial={"share": progress.share, "labelers": progress.labelers}),
+            "agreement": agreement.figures(agreement.overlapping_labels(generation=generation)),
+        },
+        status=status,
     )
+
+
+@login_required
+@require_POST
+def generation_overlap(request: HttpRequest, generation_id: int) -> HttpResponse:
+    """Change the share of the generation's solutions that several labelers label."""
+    _require_researcher(request)
+    form = OverlapForm(request.POST)
+    if not form.is_valid():
+        return generation_detail(request, generation_id, overlap_form=form, status=400)
+    generation = get_object_or_404(Generation, pk=generation_id)
+    overlapping = overlap.set_overlap(generation=generation, **form.cleaned_data)
+    messages.success(
+        request,
+        f"{overlapping} solutions of generation {generation.number} now go to "
+        f"{form.cleaned_data['labelers']} labelers each.",
+    )
+    return redirect("generation-detail", generation_id=generation_id)

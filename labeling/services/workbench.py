@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef, Q, QuerySet, Value
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotate.errors import Conflict, Invalid, NotAllowed
+from annotate.errors import Conflict, Invalid, NotAllowed, NotFound
 from labeling import prm800k
 from labeling.models import (
+    FinishReason,
     Labeler,
     LabelingSession,
     Solution,
@@ -50,8 +51,9 @@ class LabelingRefused(Conflict):
     """A labeling request that cannot be applied; the message says why."""
 
 
-class NotYourSession(LabelingRefused, NotAllowed):
-    """The session belongs to another labeler."""
+class NotYourSession(LabelingRefused, NotFound):
+    """No session of this labeler has that id: missing and another labeler's alike, so that
+    answers do not tell which session ids exist."""
 
 
 class LabelerDeactivated(LabelingRefused, NotAllowed):
@@ -68,6 +70,23 @@ def _open_sessions() -> QuerySet[LabelingSession]:
     return LabelingSession.objects.filter(submitted_at__isnull=True, abandoned_at__isnull=True)
 
 
+def _taken_places(now: datetime) -> Subquery:
+    """For a Solution queryset: how many of its places are taken, by a submitted label or by
+    a session whose lease still runs. A lapsed lease frees its place for the next claim."""
+    taken = (
+        LabelingSession.objects.filter(solution=OuterRef("pk"))
+        .filter(
+            Q(submitted_at__isnull=False)
+            | Q(submitted_at__isnull=True, abandoned_at__isnull=True, lease_expires_at__gt=now)
+        )
+        .order_by()
+        .values("solution")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Subquery(taken)
+
+
 def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solution], bool]]:
     """Named queues tried in order: (name, candidates, shared by labelers?).
 
@@ -77,9 +96,11 @@ def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solutio
     available = Solution.objects.filter(problem__is_bad=False).exclude(
         has_submitted_label(labeler=labeler)
     )
-    held = _open_sessions().filter(solution=OuterRef("pk"), lease_expires_at__gt=now)
-    shared = available.filter(is_quality_control=False, is_screening=False).exclude(
-        Exists(held) | has_submitted_label() | reports.reported_by(labeler=labeler)
+    shared = (
+        available.filter(is_quality_control=False, is_screening=False)
+        .exclude(reports.reported_by(labeler=labeler))
+        .alias(taken=Coalesce(_taken_places(now), 0))
+        .filter(taken__lt=F("labels_wanted"))
     )
     current = current_generation()
     queues = [
@@ -140,12 +161,15 @@ def _assign_from_queues(*, labeler: Labeler, now: datetime) -> NextSession | Non
         solution = _claim(candidates)
         if solution is None:
             continue
+        slot = None
         if shared:
             # A lapsed lease: the solution goes back to the queue and the old session ends.
             _open_sessions().filter(solution=solution, lease_expires_at__lte=now).update(
                 abandoned_at=now
             )
+            slot = _free_slot(solution)
         session = LabelingSession.objects.create(
+            slot=slot,
             labeler=labeler,
             solution=solution,
             generation_id=solution.generation_id,
@@ -161,6 +185,21 @@ def _assign_from_queues(*, labeler: Labeler, now: datetime) -> NextSession | Non
     return None
 
 
+def _free_slot(solution: Solution) -> int:
+    """The lowest of the solution's places no live session holds.
+
+    Labels stored without a place (imported ones) use places up too. Two requests that pick
+    the same place collide on the unique constraint and the loser tries again.
+    """
+    sessions = LabelingSession.objects.filter(solution=solution, abandoned_at__isnull=True)
+    held = set(sessions.filter(slot__isnull=False).values_list("slot", flat=True))
+    placeless = sessions.filter(slot__isnull=True, submitted_at__isnull=False).count()
+    free = [slot for slot in range(solution.labels_wanted - placeless) if slot not in held]
+    if not free:
+        raise IntegrityError("Every place of this solution was taken meanwhile.")
+    return free[0]
+
+
 def _locked_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
     # The session's row alone: its solution (a QC one is served to every labeler) and that
     # solution's problem are shared, and locking them would queue other labelers' ratings.
@@ -170,10 +209,8 @@ def _locked_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
         .filter(pk=session_id)
         .first()
     )
-    if session is None:
-        raise LabelingRefused(f"No session {session_id}.")
-    if session.labeler_id != labeler.pk:
-        raise NotYourSession("This session belongs to another labeler.")
+    if session is None or session.labeler_id != labeler.pk:
+        raise NotYourSession(f"You have no session {session_id}.")
     return session
 
 
@@ -219,9 +256,13 @@ def rate_step(
         steps = session.solution.steps
         rated = rated_steps(session)
         if not 0 <= step_index < len(steps):
-            raise LabelingRefused(f"Step {step_index} does not exist.")
+            raise LabelingRefused(
+                f"There is no step {step_index + 1}: the solution has {len(steps)} steps."
+            )
         if step_index > len(rated) or any(r == -1 for i, r in rated.items() if i < step_index):
-            raise LabelingRefused(f"Step {step_index} is not reached yet.")
+            raise LabelingRefused(
+                f"Step {step_index + 1} is not reached yet: rate the steps before it first."
+            )
         if completion_index:
             _rate_alternative(
                 session=session,
@@ -280,9 +321,11 @@ def _rate_alternative(
 ) -> None:
     alternatives = alternatives_at(solution=session.solution, step_index=step_index)
     if not 1 <= completion_index <= len(alternatives):
-        raise LabelingRefused(f"Step {step_index} has no alternative {completion_index}.")
+        raise LabelingRefused(f"Step {step_index + 1} has no alternative {completion_index}.")
     if own_rating != -1:
-        raise LabelingRefused(f"Alternatives of step {step_index} follow a -1 on that step.")
+        raise LabelingRefused(
+            f"Alternatives of step {step_index + 1} are rated after a -1 on that step."
+        )
     step = StepLabel.objects.get(session=session, index=step_index)
     if completion_index > step.ratings.filter(completion_index__gt=0).count() + 1:
         raise LabelingRefused(f"Alternative {completion_index} is not reached yet.")
@@ -334,7 +377,9 @@ def submit_session(
                 # for everyone (an admin confirms or dismisses it).
                 reports.record_report(session=session, reason=reason_text.strip(), now=now)
         else:
-            raise LabelingRefused(f"Unknown finish reason {finish_reason!r}.")
+            raise LabelingRefused(
+                "finish_reason must be one of " + ", ".join(FinishReason.values) + "."
+            )
         _touch(session, now)
         session.finish_reason = finish_reason
         session.finish_reason_text = reason_text.strip()
@@ -391,9 +436,9 @@ def write_human_completion(
     with transaction.atomic():
         session = _session_to_change(session_id=session_id, labeler=labeler)
         if rated_steps(session).get(step_index) != -1:
-            raise LabelingRefused(f"Step {step_index} is not rated -1.")
+            raise LabelingRefused(f"Step {step_index + 1} is not rated -1.")
         if unrated_alternatives(session, error_step=step_index):
-            raise LabelingRefused(f"Rate the alternatives of step {step_index} first.")
+            raise LabelingRefused(f"Rate the alternatives of step {step_index + 1} first.")
         human = (
             {
                 "text": text,

@@ -78,7 +78,7 @@ def test_alternatives_of_the_wrong_step_are_rated_in_order_before_found_error(se
 def test_alternatives_are_offered_only_after_a_minus_one_on_their_step(session, labeler):
     rate(session, labeler, 0, 1)
     rate(session, labeler, 1, 0)
-    with pytest.raises(LabelingRefused, match="follow a -1"):
+    with pytest.raises(LabelingRefused, match="after a -1"):
         rate(session, labeler, 1, 1, completion=1)
     with pytest.raises(LabelingRefused, match="no alternative"):
         rate(session, labeler, 0, 1, completion=1)

@@ -77,7 +77,7 @@ MATRIX = [
     ("post", "/api/solutions/{solution}/role/", {"role": "quality_control"}, (401, 403, 403, 200)),
     ("get", "/api/sessions/", None, (401, 200, 200, 200)),
     ("get", "/api/sessions/{other_session}/", None, (401, 404, 200, 200)),
-    ("post", "/api/sessions/{other_session}/rate/", {"step": 0, "rating": 1}, (401, 403, 403, 403)),
+    ("post", "/api/sessions/{other_session}/rate/", {"step": 0, "rating": 1}, (401, 404, 404, 404)),
     ("post", "/api/sessions/next/", None, (401, 200, 200, 200)),
     ("get", "/api/labels/export/", None, (401, 403, 200, 200)),
     ("get", "/api/imports/", None, (401, 403, 403, 200)),

@@ -131,7 +131,7 @@ def test_api_writes_replaces_removes_exports_and_trains(api, session, labeler):
 def test_another_labelers_session_is_refused(session, make_labeler):
     other = APIClient()
     other.force_authenticate(make_labeler("bob").user)
-    assert write(other, session, 1, WRITTEN).status_code == 403
+    assert write(other, session, 1, WRITTEN).status_code == 404
 
 
 def test_without_alternatives_it_is_written_right_after_the_minus_one(labeler, api):
@@ -172,6 +172,19 @@ def test_the_page_refuses_an_empty_save(client, session, labeler):
     assert StepLabel.objects.get(session=session, index=1).human_completion is None
 
 
+def test_the_preview_renders_math_as_the_step_will_show_and_refuses_an_unsavable_length(
+    client, labeler
+):
+    client.force_login(labeler.user)
+    preview = client.post("/label/preview/", {"text": "So $x = \\frac{1}{2}$ <b>bold</b>"})
+    assert preview.status_code == 200
+    html = preview.content.decode()
+    assert "<mfrac>" in html and "<b>" not in html  # math rendered, markup escaped
+    assert client.post("/label/preview/", {"text": "x" * 5001}).status_code == 400
+    client.logout()
+    assert client.post("/label/preview/", {"text": "1"}).status_code == 302  # to the login
+
+
 @pytest.mark.django_db(transaction=True)
 def test_browser_keyboard_writes_the_step_and_it_exports(page, live_server, labeler):
     from playwright.sync_api import expect
@@ -195,6 +208,9 @@ def test_browser_keyboard_writes_the_step_and_it_exports(page, live_server, labe
     page.keyboard.press("w")
     page.keyboard.press("Control+a")
     page.keyboard.type(WRITTEN)
+    # The math is previewed while typing, before anything is saved, and the box keeps focus.
+    expect(page.locator("#human-completion-live math")).to_have_count(1)
+    expect(page.locator("#human-completion")).to_be_focused()
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")
     expect(page.locator("#human-completion-preview math")).to_have_count(1)

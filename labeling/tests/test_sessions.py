@@ -110,7 +110,7 @@ def test_repeated_and_out_of_order_ratings_never_duplicate(problem, make_labeler
     assert StepRating.objects.filter(step__session=session).count() == 1
     with pytest.raises(LabelingRefused, match="not reached"):
         rate_step(session_id=session.pk, labeler=labeler, step_index=2, rating=1)
-    with pytest.raises(LabelingRefused, match="does not exist"):
+    with pytest.raises(LabelingRefused, match="no step 10"):
         rate_step(session_id=session.pk, labeler=labeler, step_index=9, rating=1)
     with pytest.raises(LabelingRefused, match="-1, 0 or 1"):
         rate_step(session_id=session.pk, labeler=labeler, step_index=1, rating=2)
@@ -265,16 +265,21 @@ def test_an_open_page_renews_the_lease_over_http(client, problem, make_solution,
     assert client.post(f"/label/{session.pk}/renew/").status_code == 204
     session.refresh_from_db()
     assert session.lease_expires_at > before
-    # Another labeler can neither renew, rate, submit nor view it.
+    # Another labeler can neither renew, rate, submit nor view it, and is told what a missing
+    # session tells: nothing says which session ids exist.
     client.force_login(other)
-    assert client.post(f"/label/{session.pk}/renew/").status_code == 403
+    assert client.post(f"/label/{session.pk}/renew/").status_code == 404
     rating = {"step_index": 0, "rating": 1}
-    assert client.post(f"/label/{session.pk}/rate/", rating).status_code == 403
+    theirs = client.post(f"/label/{session.pk}/rate/", rating)
+    missing = client.post(f"/label/{session.pk + 1000}/rate/", rating)
+    assert theirs.status_code == missing.status_code == 404
+    assert f"You have no session {session.pk}." in theirs.content.decode()
+    assert f"You have no session {session.pk + 1000}." in missing.content.decode()
     assert (
         client.post(
             f"/label/{session.pk}/submit/", {"finish_reason": "give_up", "reason": "x"}
         ).status_code
-        == 403
+        == 404
     )
-    assert client.get(f"/label/{session.pk}/").status_code == 403
+    assert client.get(f"/label/{session.pk}/").status_code == 404
     assert StepRating.objects.count() == 0

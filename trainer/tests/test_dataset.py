@@ -77,15 +77,16 @@ def test_steps_stop_at_the_first_error_and_alternatives_become_examples(make_lab
     ]
 
 
-def test_phase2_import_gives_one_example_per_session_plus_rated_alternatives():
+def test_phase2_import_gives_one_example_per_solution_plus_rated_alternatives():
     import_prm800k(path=FIXTURES / "prm800k_phase2.jsonl")
 
     examples = build_examples()
 
-    # Lines 1-8 minus the screening line 5; line 2 adds 4 alternatives, line 8 adds 2.
-    assert len(examples) == 13
+    # Lines 1-8 minus the screening line 5, and lines 3 and 4 (two labelers' labels of one
+    # quality-control solution) give one; line 2 adds 4 alternatives, line 8 adds 2.
+    assert len(examples) == 12
     own = [e for e in examples if e.solution_id is not None]
-    assert len(own) == 7
+    assert len(own) == 6
     for example in examples:
         assert len(example.steps) == len(example.labels) >= 1
         assert -1 not in example.labels[:-1]  # nothing is supervised past the first error

@@ -140,6 +140,8 @@ FORM = {
     "per_problem_cap": 2,
     "wrong_share": 0.8,
     "quality_control_count": 1,
+    "overlap_share": 0.25,
+    "overlap_labelers": 3,
     "seed": 4,
 }
 

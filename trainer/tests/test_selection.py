@@ -374,12 +374,16 @@ def test_selection_params_default_to_the_settings(settings):
     settings.SELECTION_PER_PROBLEM_CAP = 3
     settings.SELECTION_WRONG_SHARE = 0.6
     settings.SELECTION_QUALITY_CONTROL_COUNT = 2
+    settings.SELECTION_OVERLAP_SHARE = 0.1
+    settings.SELECTION_OVERLAP_LABELERS = 3
     assert selection.selection_params({"batch_size": 5, "seed": None}) == {
         "strategy": "uncertainty",
         "batch_size": 5,
         "per_problem_cap": 3,
         "wrong_share": 0.6,
         "quality_control_count": 2,
+        "overlap_share": 0.1,
+        "overlap_labelers": 3,
         "seed": 0,
     }
     with pytest.raises(InvalidSelection, match="Unknown selection parameter"):

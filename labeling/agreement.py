@@ -1,0 +1,355 @@
+"""Agreement between labelers, and the one label per solution that training uses.
+
+A solution has several labels when its generation's overlap gave it to several labelers
+(`labeling.services.overlap`), and when it is a quality-control or screening solution, which
+every labeler gets. Only labels of distinct labelers are compared, in pairs:
+
+- *first error*: both labels complete (an error found or the solution reached) and their first
+  -1 at the same step, or neither has one;
+- *per step*: of the steps both rated, the share rated the same;
+- *Krippendorff's alpha* (nominal): chance-corrected agreement over every step rated by two or
+  more labelers, 1 for perfect agreement, 0 for chance, below 0 for systematic disagreement.
+  A labeler's own alpha counts only the pairs they are part of against the disagreement
+  expected from everyone's ratings, so with two labelers it equals the overall figure.
+  Undefined (None) when fewer than two ratings can be paired or every rating is the same.
+
+The label training uses (`training_label`): the adjudicated one; else, for a solution with
+gold ratings, the first label whose first error agrees with gold; else the first error most
+labels agree on, ties going to the earlier error (a step someone rated -1 is suspect), then
+the earliest submitted label with it; a solution with no complete label uses its earliest.
+"""
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import combinations
+
+from django.db.models import Count, Q, QuerySet
+
+from labeling.models import Generation, Labeler, LabelingSession, Solution, StepRating
+from labeling.quality import COMPLETE, first_error
+
+
+@dataclass(frozen=True)
+class Label:
+    """One submitted session's label of its solution."""
+
+    session_id: int
+    solution_id: int
+    labeler_id: int
+    generation_id: int | None
+    finish_reason: str
+    submitted_at: datetime
+    adjudicated: bool
+    ratings: dict[int, int] = field(hash=False)  # step index -> rating of the solution's step
+
+    @property
+    def is_complete(self) -> bool:
+        return self.finish_reason in COMPLETE
+
+    @property
+    def first_error(self) -> int | None:
+        return first_error(self.ratings)
+
+
+def labels_of(sessions: QuerySet[LabelingSession]) -> dict[int, list[Label]]:
+    """Solution id -> the labels of the given submitted sessions, earliest submitted first."""
+    ratings: dict[int, dict[int, int]] = defaultdict(dict)
+    for session_id, index, rating in StepRating.objects.filter(
+        step__session__in=sessions, completion_index=0, rating__isnull=False
+    ).values_list("step__session_id", "step__index", "rating"):
+        ratings[session_id][index] = rating
+    by_solution: dict[int, list[Label]] = defaultdict(list)
+    for (
+        pk,
+        solution_id,
+        labeler_id,
+        generation_id,
+        reason,
+        submitted_at,
+        adjudicated_at,
+    ) in sessions.order_by("submitted_at", "pk").values_list(
+        "pk",
+        "solution_id",
+        "labeler_id",
+        "solution__generation_id",
+        "finish_reason",
+        "submitted_at",
+        "adjudicated_at",
+    ):
+        by_solution[solution_id].append(
+            Label(
+                session_id=pk,
+                solution_id=solution_id,
+                labeler_id=labeler_id,
+                generation_id=generation_id,
+                finish_reason=reason,
+                submitted_at=submitted_at,
+                adjudicated=adjudicated_at is not None,
+                ratings=ratings.get(pk, {}),
+            )
+        )
+    return dict(by_solution)
+
+
+def overlapping_labels(*, generation: Generation | None = None) -> dict[int, list[Label]]:
+    """Solution id -> its submitted labels, for solutions two or more labelers labeled."""
+    submitted = LabelingSession.objects.filter(submitted_at__isnull=False)
+    if generation is not None:
+        submitted = submitted.filter(solution__generation=generation)
+    several = (
+        submitted.order_by()
+        .values("solution_id")
+        .annotate(labelers=Count("labeler_id", distinct=True))
+        .filter(labelers__gte=2)
+        .values("solution_id")
+    )
+    return labels_of(submitted.filter(solution_id__in=several))
+
+
+@dataclass
+class OverlapProgress:
+    share: float  # the generation's setting
+    labelers: int
+    solutions: int  # solutions to be labeled by several labelers
+    done: int  # of them, those with every label they want
+
+
+def overlap_progress(*, generation: Generation) -> OverlapProgress:
+    """How far the generation's overlapping solutions are from all their labels."""
+    wanted = (
+        Solution.objects.filter(generation=generation, labels_wanted__gt=1)
+        .annotate(labels=Count("sessions", filter=Q(sessions__submitted_at__isnull=False)))
+        .values_list("labels_wanted", "labels")
+    )
+    rows = list(wanted)
+    return OverlapProgress(
+        share=generation.params.get("overlap_share", 0.0),
+        labelers=generation.params.get("overlap_labelers", 2),
+        solutions=len(rows),
+        done=sum(labels >= want for want, labels in rows),
+    )
+
+
+# --- the figures -------------------------------------------------------------------------------
+
+
+def krippendorff_alpha(
+    units: list[list[tuple[int, int]]], *, labeler_id: int | None = None
+) -> float | None:
+    """Nominal alpha of `units`, each a list of (labeler id, value); see the module docstring
+    for `labeler_id`. Computed from the coincidences of paired values (Krippendorff 2011)."""
+    pairable = [unit for unit in units if len(unit) >= 2]
+    totals = Counter(value for unit in pairable for _, value in unit)
+    n = sum(totals.values())
+    if n < 2:
+        return None
+    expected = (n * n - sum(c * c for c in totals.values())) / (n * (n - 1))
+    weight = disagreeing = 0.0
+    for unit in pairable:
+        share = 1 / (len(unit) - 1)
+        for (a, value_a), (b, value_b) in combinations(unit, 2):
+            if labeler_id is not None and labeler_id not in (a, b):
+                continue
+            weight += 2 * share
+            disagreeing += 2 * share * (value_a != value_b)
+    if expected == 0 or weight == 0:
+        return None
+    return 1 - (disagreeing / weight) / expected
+
+
+def _units(labels_by_solution: dict[int, list[Label]]) -> list[list[tuple[int, int]]]:
+    """One unit per rated step of a solution: each labeler's rating of it (their first label)."""
+    units: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+    for solution_id, labels in labels_by_solution.items():
+        for label in labels:
+            for index, rating in label.ratings.items():
+                units[solution_id, index].setdefault(label.labeler_id, rating)
+    return [list(unit.items()) for unit in units.values()]
+
+
+@dataclass
+class Figures:
+    solutions: int = 0  # solutions with labels of two or more labelers
+    first_error_pairs: int = 0  # pairs of complete labels
+    first_error_agreed: int = 0
+    step_pairs: int = 0  # steps both labels of a pair rated
+    steps_agreed: int = 0
+    alpha: float | None = None
+
+    @property
+    def first_error_agreement(self) -> float | None:
+        return self.first_error_agreed / self.first_error_pairs if self.first_error_pairs else None
+
+    @property
+    def per_step_agreement(self) -> float | None:
+        return self.steps_agreed / self.step_pairs if self.step_pairs else None
+
+
+def figures(
+    labels_by_solution: dict[int, list[Label]], *, labeler_id: int | None = None
+) -> Figures:
+    """Agreement over the given solutions' labels; with `labeler_id`, that labeler's."""
+    result = Figures()
+    for labels in labels_by_solution.values():
+        pairs = [
+            (a, b)
+            for a, b in combinations(labels, 2)
+            if a.labeler_id != b.labeler_id
+            and (labeler_id is None or labeler_id in (a.labeler_id, b.labeler_id))
+        ]
+        if not pairs:
+            continue
+        result.solutions += 1
+        for a, b in pairs:
+            if a.is_complete and b.is_complete:
+                result.first_error_pairs += 1
+                result.first_error_agreed += a.first_error == b.first_error
+            for index in a.ratings.keys() & b.ratings.keys():
+                result.step_pairs += 1
+                result.steps_agreed += a.ratings[index] == b.ratings[index]
+    result.alpha = krippendorff_alpha(_units(labels_by_solution), labeler_id=labeler_id)
+    return result
+
+
+@dataclass
+class GenerationAgreement:
+    generation: Generation | None  # None: solutions of no generation (imported)
+    figures: Figures
+
+
+def agreement_by_generation() -> list[GenerationAgreement]:
+    """Agreement between labelers within each generation that has overlapping labels."""
+    grouped: dict[int | None, dict[int, list[Label]]] = defaultdict(dict)
+    for solution_id, labels in overlapping_labels().items():
+        grouped[labels[0].generation_id][solution_id] = labels
+    generations = Generation.objects.in_bulk([pk for pk in grouped if pk is not None])
+    rows = [
+        GenerationAgreement(generation=generations.get(pk), figures=figures(labels))
+        for pk, labels in grouped.items()
+    ]
+    return sorted(rows, key=lambda row: row.generation.number if row.generation else -(10**9))
+
+
+def agreement_by_labeler() -> dict[int, Figures]:
+    """Labeler id -> their agreement with the other labelers of the same solutions."""
+    labels = overlapping_labels()
+    labeler_ids = {label.labeler_id for group in labels.values() for label in group}
+    return {pk: figures(labels, labeler_id=pk) for pk in labeler_ids}
+
+
+# --- one label per solution for training ------------------------------------------------------
+
+
+def training_label(labels: list[Label], *, gold: list[int] | None = None) -> Label:
+    """The label training uses of one solution's labels (earliest submitted first)."""
+    adjudicated = [label for label in labels if label.adjudicated]
+    if adjudicated:
+        return adjudicated[0]
+    complete = [label for label in labels if label.is_complete]
+    if not complete:
+        return labels[0]
+    if gold:
+        agreeing = [label for label in complete if label.first_error == first_error(gold)]
+        if agreeing:
+            return agreeing[0]
+    votes = Counter(label.first_error for label in complete)
+    # Most votes, then the earlier error; "no error" (None) sorts after every step.
+    wanted = min(votes, key=lambda fe: (-votes[fe], float("inf") if fe is None else fe))
+    return next(label for label in complete if label.first_error == wanted)
+
+
+def training_sessions(sessions: QuerySet[LabelingSession]) -> set[int]:
+    """Of the given submitted sessions, the ids training uses: one per solution."""
+    rows = list(sessions.order_by().values_list("pk", "solution_id"))
+    count = Counter(solution_id for _, solution_id in rows)
+    keep = {pk for pk, solution_id in rows if count[solution_id] == 1}
+    several = [solution_id for solution_id, n in count.items() if n > 1]
+    if several:
+        chosen = sessions.filter(solution_id__in=several)
+        gold = dict(chosen.values_list("solution_id", "solution__gold_ratings"))
+        for solution_id, labels in labels_of(chosen).items():
+            keep.add(training_label(labels, gold=gold.get(solution_id)).session_id)
+    return keep
+
+
+# --- labels side by side -----------------------------------------------------------------------
+
+
+def disagree(labels: list[Label]) -> bool:
+    """Whether two labelers' labels differ on the first error or on a step both rated."""
+    for a, b in combinations(labels, 2):
+        if a.labeler_id == b.labeler_id:
+            continue
+        if a.is_complete and b.is_complete and a.first_error != b.first_error:
+            return True
+        if any(a.ratings[i] != b.ratings[i] for i in a.ratings.keys() & b.ratings.keys()):
+            return True
+    return False
+
+
+@dataclass
+class ComparedStep:
+    index: int
+    text: str
+    ratings: list[int | None]  # each label's, None where it did not rate the step
+
+    @property
+    def differs(self) -> bool:
+        return len({rating for rating in self.ratings if rating is not None}) > 1
+
+
+@dataclass
+class Comparison:
+    """One solution's labels side by side: a row per step, a column per label."""
+
+    solution: Solution
+    labels: list[Label]
+    labelers: list[Labeler]  # of each label, in order
+    training: Label  # the label training uses
+    disagree: bool
+    rows: list[ComparedStep]
+
+    @property
+    def labels_with_labelers(self) -> list[tuple[Label, Labeler]]:
+        return list(zip(self.labels, self.labelers, strict=True))
+
+
+def comparisons(*, generation: Generation | None = None) -> list[tuple[int, bool]]:
+    """(solution id, disagree) of every solution with several labels: disagreements first,
+    newest solution first within each. `comparison` builds one page's rows."""
+    rows = [
+        (solution_id, disagree(labels))
+        for solution_id, labels in overlapping_labels(generation=generation).items()
+    ]
+    return sorted(rows, key=lambda row: (not row[1], -row[0]))
+
+
+def comparison_page(solution_ids: list[int]) -> list[Comparison]:
+    """The side-by-side rows of the given solutions, in the given order."""
+    labels = labels_of(
+        LabelingSession.objects.filter(solution_id__in=solution_ids, submitted_at__isnull=False)
+    )
+    solutions = Solution.objects.select_related("problem").in_bulk(solution_ids)
+    labeler_ids = {label.labeler_id for group in labels.values() for label in group}
+    labelers = Labeler.objects.select_related("user").in_bulk(labeler_ids)
+    page = []
+    for solution_id in solution_ids:
+        solution, group = solutions[solution_id], labels.get(solution_id, [])
+        if not group:
+            continue
+        page.append(
+            Comparison(
+                solution=solution,
+                labels=group,
+                labelers=[labelers[label.labeler_id] for label in group],
+                training=training_label(group, gold=solution.gold_ratings),
+                disagree=disagree(group),
+                rows=[
+                    ComparedStep(index, text, [label.ratings.get(index) for label in group])
+                    for index, text in enumerate(solution.steps)
+                    if any(index in label.ratings for label in group)
+                ],
+            )
+        )
+    return page

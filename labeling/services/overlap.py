@@ -1,0 +1,87 @@
+"""Overlap: a share of a generation's solutions labeled by several labelers, and settling on
+one label where they disagree.
+
+The setting lives in the generation's params (`overlap_share`, `overlap_labelers`) and is
+applied to its solutions' `labels_wanted`, which the workbench's shared queues honour. Which
+solutions overlap follows a fixed order per generation, so raising the share keeps the ones
+already chosen (their labels so far stay useful) and lowering it releases the last ones.
+The figures this yields are read in `labeling.agreement`.
+"""
+
+import hashlib
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from annotate.errors import Conflict, Invalid, NotFound
+from labeling.models import SOLUTION_WRITE_CHUNK, Generation, LabelingSession, Solution
+
+MAX_OVERLAP_LABELERS = 20
+
+
+class InvalidOverlap(Invalid):
+    """An overlap setting out of range; the message names it."""
+
+
+def check_overlap(*, share: float, labelers: int) -> None:
+    if not 0.0 <= share <= 1.0:
+        raise InvalidOverlap("overlap_share must be between 0 and 1.")
+    if not 2 <= labelers <= MAX_OVERLAP_LABELERS:
+        raise InvalidOverlap(f"overlap_labelers must be between 2 and {MAX_OVERLAP_LABELERS}.")
+
+
+def _overlap_order(generation_id: int, solution_id: int) -> bytes:
+    return hashlib.sha256(f"{generation_id}:{solution_id}".encode()).digest()
+
+
+def set_overlap(*, generation: Generation, share: float, labelers: int) -> int:
+    """Give `share` of the generation's solutions to `labelers` labelers each (the rest to one).
+
+    Quality-control and screening solutions are served to every labeler already and are left
+    out. Returns how many solutions now overlap.
+    """
+    check_overlap(share=share, labelers=labelers)
+    with transaction.atomic():
+        generation = Generation.objects.select_for_update().get(pk=generation.pk)
+        ids = list(
+            Solution.objects.filter(
+                generation=generation, is_quality_control=False, is_screening=False
+            ).values_list("pk", flat=True)
+        )
+        ids.sort(key=lambda pk: _overlap_order(generation.pk, pk))
+        chosen = set(ids[: round(share * len(ids))])
+        updates = [Solution(pk=pk, labels_wanted=labelers if pk in chosen else 1) for pk in ids]
+        Solution.objects.bulk_update(updates, ["labels_wanted"], batch_size=SOLUTION_WRITE_CHUNK)
+        generation.params = {
+            **generation.params,
+            "overlap_share": share,
+            "overlap_labelers": labelers,
+        }
+        generation.save(update_fields=["params"])
+    return len(chosen)
+
+
+def adjudicate(
+    *,
+    solution_id: int,
+    session_id: int | None,
+    by: AbstractBaseUser,
+    now: datetime | None = None,
+) -> None:
+    """Settle on one submitted label of the solution for training (None: settle on none)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        labels = LabelingSession.objects.select_for_update().filter(
+            solution_id=solution_id, submitted_at__isnull=False
+        )
+        if session_id is not None and not labels.filter(pk=session_id).exists():
+            if not Solution.objects.filter(pk=solution_id).exists():
+                raise NotFound(f"No solution {solution_id}.")
+            raise Conflict(f"Session {session_id} is not a submitted label of this solution.")
+        others = labels if session_id is None else labels.exclude(pk=session_id)
+        # Cleared first: the one-adjudicated-label constraint is checked per statement.
+        others.filter(adjudicated_at__isnull=False).update(adjudicated_at=None, adjudicated_by=None)
+        if session_id is not None:
+            labels.filter(pk=session_id).update(adjudicated_at=now, adjudicated_by=by)
