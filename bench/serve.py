@@ -1,20 +1,21 @@
-"""Benchmark: the workbench served by gunicorn on PostgreSQL, under simulated labelers.
+"""Benchmark: the workbench as `make run` serves it, on PostgreSQL, under simulated labelers.
 
     DATABASE_URL=postgres://user@host:5432/any python bench/serve.py [--labelers 20] [--seconds 60]
 
 On the PostgreSQL server of `DATABASE_URL` it creates (and afterwards drops) a database named
 `stepwise_serve_bench`, migrates it and seeds `--solutions` solutions (some with alternative
-completions, a few quality-control ones served to everybody). It starts gunicorn on a free
-port of 127.0.0.1 and runs `--labelers` simulated labelers at once, each in its own thread
-with its own HTTP session: log in, open the next session, rate its steps one at a time with
-realistic decisions (mostly +1, some 0, the odd -1 that ends the solution, alternatives after
-a -1, now and then going back to change a rating or taking back a -1), submit, and carry on
-with the next session that the submission returned (the workbench's prefetch), for `--seconds`.
-No think time by default: every labeler sends its next request as soon as the last answers,
-so the figures are the server's capacity at that concurrency (and requests/s against the
-floor's compares capacities), not a day's real load; with `--think-ms` the load is paced and
-the latencies are the figures to compare. Labelers start at random moments within the first
-`--arrive-within` seconds (default 5), not all in one instant.
+completions, a few quality-control ones served to everybody). It starts the Procfile's web
+server (`annotate/server.py`) on a free port of 127.0.0.1 and runs `--labelers` simulated
+labelers at once, each in its own thread with its own HTTP session: log in, open the next
+session, rate its steps one at a time with realistic decisions (mostly +1, some 0, the odd -1
+that ends the solution, alternatives after a -1, now and then going back to change a rating or
+taking back a -1), submit, and carry on with the next session that the submission returned (the
+workbench's prefetch), for `--seconds`. No think time by default: every labeler sends its next
+request as soon as the last answers, so the figures are the server's capacity at that
+concurrency (and requests/s against the floor's compares capacities), not a day's real load;
+with `--think-ms` the load is paced and the latencies are the figures to compare. Labelers
+start at random moments within the first `--arrive-within` seconds (default 5), not all in one
+instant.
 
 Then the **floor**: the same labelers, logged in the same way and with the same think time,
 POST for `--floor-seconds` to a bare view that does one INSERT (in `bench/serve_urls.py`, a
@@ -119,7 +120,7 @@ def seed(*, solutions: int, labelers: int, rng: random.Random) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# gunicorn
+# The web server
 
 
 def free_port() -> int:
@@ -128,45 +129,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_gunicorn(
-    *, database_url: str, port: int, workers: int, threads: int, env: dict[str, str] | None = None
+def procfile_web_command() -> str:
+    """The Procfile's `web:` command: the benchmark serves the app as `make run` does."""
+    for line in (REPO / "Procfile").read_text().splitlines():
+        name, _, command = line.partition(":")
+        if name.strip() == "web":
+            return command.strip()
+    raise SystemExit("the Procfile has no web: line")
+
+
+def start_server(
+    *,
+    database_url: str,
+    port: int,
+    threads: int | None = None,
+    env: dict[str, str] | None = None,
 ):
-    """gunicorn on 127.0.0.1:`port`, answering; `env` overrides the environment below."""
-    env = dict(
-        os.environ,
-        DATABASE_URL=database_url,
-        DJANGO_SETTINGS_MODULE="bench.serve_settings",
-        DEBUG="false",
-        LOG_LEVEL="WARNING",
-        # Nothing the views might enqueue must reach the developer's real workers.
-        CELERY_BROKER_URL="memory://",
-        PYTHONPATH=str(REPO),
-    ) | (env or {})
-    command = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "annotate.wsgi",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
-        "--worker-class",
-        "gthread" if threads > 1 else "sync",
-        "--threads",
-        str(threads),
-        "--log-level",
-        "warning",
-        "--timeout",
-        "60",
-    ]
-    process = subprocess.Popen(command, cwd=REPO, env=env)
+    """The Procfile's web server on 127.0.0.1:`port`, answering; `env` overrides the
+    environment below. `threads` sets WEB_THREADS (annotate/server.py's default without)."""
+    env = (
+        dict(
+            os.environ,
+            DATABASE_URL=database_url,
+            DJANGO_SETTINGS_MODULE="bench.serve_settings",
+            DEBUG="false",
+            LOG_LEVEL="WARNING",
+            # Nothing the views might enqueue must reach the developer's real workers.
+            CELERY_BROKER_URL="memory://",
+            PYTHONPATH=str(REPO),
+            PORT=str(port),
+            # As `make run` does: this interpreter's environment's commands first.
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        )
+        | ({"WEB_THREADS": str(threads)} if threads else {})
+        | (env or {})
+    )
+    process = subprocess.Popen(["sh", "-c", f"exec {procfile_web_command()}"], cwd=REPO, env=env)
     import requests
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit(f"gunicorn exited with {process.returncode}")
+            raise SystemExit(f"the web server exited with {process.returncode}")
         try:
             if requests.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=2).ok:
                 return process
@@ -174,10 +178,10 @@ def start_gunicorn(
             pass
         time.sleep(0.2)
     process.terminate()
-    raise SystemExit("gunicorn did not answer within 60 s")
+    raise SystemExit("the web server did not answer within 60 s")
 
 
-def stop_gunicorn(process) -> None:
+def stop_server(process) -> None:
     process.send_signal(signal.SIGTERM)
     try:
         process.wait(timeout=30)
@@ -537,9 +541,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="length of the labeling run")
     parser.add_argument("--floor-seconds", type=float, default=20.0, help="length of the floor run")
     parser.add_argument("--solutions", type=int, default=10_000, help="solutions to seed")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
     parser.add_argument(
-        "--threads", type=int, default=1, help="threads per worker (over 1: gthread workers)"
+        "--threads",
+        type=int,
+        default=None,
+        help="the web server's threads (default: annotate/server.py's)",
     )
     parser.add_argument(
         "--think-ms", type=float, default=0.0, help="mean pause before each rating (default none)"
@@ -562,9 +568,10 @@ def main() -> int:
         )
         return 2
     rng = random.Random(args.seed)
+    from annotate.server import THREADS
 
     with throwaway_django(BENCH_DB):
-        # setup_django pointed DATABASE_URL at the throwaway database: gunicorn serves it too.
+        # setup_django pointed DATABASE_URL at the throwaway database: the server serves it too.
         database_url = os.environ["DATABASE_URL"]
         started = time.monotonic()
         seed(solutions=args.solutions, labelers=args.labelers, rng=rng)
@@ -574,9 +581,7 @@ def main() -> int:
             file=sys.stderr,
         )
         port = free_port()
-        process = start_gunicorn(
-            database_url=database_url, port=port, workers=args.workers, threads=args.threads
-        )
+        process = start_server(database_url=database_url, port=port, threads=args.threads)
         try:
             base = f"http://127.0.0.1:{port}"
             labelers = [
@@ -603,7 +608,7 @@ def main() -> int:
             print(f"floor for {args.floor_seconds:.0f} s…", file=sys.stderr)
             floor, floor_s = run_threads(labelers, "run_floor", args.floor_seconds)
         finally:
-            stop_gunicorn(process)
+            stop_server(process)
         checks = check_consistency(labelers)
 
     app_requests = sum(len(v) for v in app.latencies.values())
@@ -619,9 +624,8 @@ def main() -> int:
     app_p99 = percentile(all_app or [0.0], 0.99)
 
     print(
-        f"\nstepwise serve benchmark: gunicorn {args.workers} "
-        f"{'gthread' if args.threads > 1 else 'sync'} worker(s)"
-        f"{f' x {args.threads} threads' if args.threads > 1 else ''}, PostgreSQL, "
+        f"\nstepwise serve benchmark: the Procfile's web server ({procfile_web_command()}, "
+        f"{args.threads or THREADS} threads), PostgreSQL, "
         f"{args.labelers} labelers, {app_s:.0f} s labeling + {floor_s:.0f} s floor, "
         f"think time {args.think_ms:.0f} ms"
     )
