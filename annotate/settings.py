@@ -119,6 +119,31 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "transaction_mode": "IMMEDIATE"}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The cache holds the API throttles' counts, so it is one store for every web process (a
+# per-process cache let two server processes pass twice the rate). Redis when CACHE_URL names
+# one: give it a database of its own, not the broker's, since clearing the cache flushes the
+# whole database. Else the database's cache table, which `manage.py migrate` creates
+# (trainer/apps.py) as the test runner does.
+CACHE_URL = os.environ.get("CACHE_URL", "")
+if CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CACHE_URL,
+            # A Redis that stops answering must not hold every API request.
+            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+        }
+    }
+elif CACHE_URL:
+    raise ImproperlyConfigured(f"CACHE_URL must be a redis:// URL, not {CACHE_URL!r}.")
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "stepwise_cache",
+        }
+    }
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -135,6 +160,14 @@ AXES_COOLOFF_TIME = float(os.environ.get("LOGIN_COOLOFF_MINUTES", "15")) / 60  #
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False
+# Password reset mails a link, so its pages are routed only when a mail server is set
+# (annotate/urls.py); without one they would accept addresses and send nothing.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "587"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "stepwise@localhost")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -151,7 +184,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "labeling.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -159,6 +192,14 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "annotate.errors.api_exception_handler",
+    # Strict JSON (annotate/strictjson.py): no NaN, Infinity, duplicate keys, deep nesting.
+    "DEFAULT_PARSER_CLASSES": [
+        "annotate.strictjson.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    # They count in the shared cache (CACHES); refused authentication counts too
+    # (annotate.errors.api_exception_handler), against the client's address.
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
@@ -191,6 +232,12 @@ IMPORT_GRADING_PROCESSES = int(
 GRADING_TIME_LIMIT_SECONDS = float(os.environ.get("GRADING_TIME_LIMIT_SECONDS") or 2)
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(20 * 1024**2)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
+# The limit is checked against Content-Length before the body is read, then while it streams.
+FILE_UPLOAD_HANDLERS = [
+    "annotate.strictjson.UploadLimitHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # Security headers. HTTPS=true (behind a TLS proxy) turns on the cookie/redirect/HSTS settings
 # that `manage.py check --deploy` asks for.

@@ -10,13 +10,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
+from annotate.strictjson import StrictJSONParser
 from labeling import export, quality, selectors, tokens
 from labeling import serializers as s
 from labeling.models import ImportJob, LabelingSession, Problem, Solution
@@ -244,7 +245,7 @@ class ImportJobViewSet(ReadOnlyModelViewSet):
 
     serializer_class = s.ImportJobSerializer
     permission_classes = [IsAdmin]
-    parser_classes = [MultiPartParser, JSONParser]
+    parser_classes = [MultiPartParser, StrictJSONParser]
     queryset = ImportJob.objects.order_by("-id")
 
     @extend_schema(
@@ -278,7 +279,9 @@ class TokenListView(APIView):
         body = s.TokenCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         new = tokens.create_api_token(
-            user=request.user, expires_in_days=body.validated_data.get("expires_in_days")
+            user=request.user,
+            expires_in_days=body.validated_data.get("expires_in_days"),
+            created_with=request.auth,
         )
         return Response(s.NewTokenSerializer(new).data, status=status.HTTP_201_CREATED)
 

@@ -221,8 +221,11 @@ def parse_record(raw: Any) -> ParsedRecord:
     if (ts := raw.get("timestamp")) is not None:
         try:
             timestamp = parse_timestamp(_typed(ts, (str,), "timestamp"))
-        except ValueError:
-            raise InvalidRecord(f"'timestamp' is not an ISO 8601 time: {ts!r}") from None
+            # A time with no UTC equivalent (9999-12-31T23:00-05:00) could be stored but
+            # never exported.
+            format_timestamp(timestamp)
+        except (ValueError, OverflowError):
+            raise InvalidRecord(f"'timestamp' is not an ISO 8601 time: {ts!r:.80}") from None
     generation = _typed(raw.get("generation"), (int,), "generation", nullable=True)
     is_qc = _typed(
         raw.get("is_quality_control_question", False), (bool,), "is_quality_control_question"

@@ -26,7 +26,7 @@ class ProblemSerializer(serializers.ModelSerializer):
 
 class SolutionSerializer(serializers.ModelSerializer):
     generation = serializers.IntegerField(source="generation.number", allow_null=True)
-    prm_model_version = serializers.PrimaryKeyRelatedField(read_only=True)
+    prm_model_version = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
 
     class Meta:
         model = Solution
@@ -97,8 +97,12 @@ class BlindToLabelers:
 
 class SessionSerializer(BlindToLabelers, serializers.ModelSerializer):
     labeler = serializers.UUIDField(source="labeler.uuid", read_only=True)
+    # Not required: BlindToLabelers leaves it out for annotators, and the schema must say so.
     generation = serializers.IntegerField(
-        source="generation.number", allow_null=True, help_text="Researchers and admins only."
+        source="generation.number",
+        allow_null=True,
+        required=False,
+        help_text="Researchers and admins only.",
     )
     step_labels = StepLabelSerializer(many=True, read_only=True)
 
@@ -179,8 +183,9 @@ class SessionStateSerializer(SessionSerializer):
 class NextSessionSerializer(BlindToLabelers, serializers.Serializer):
     session = SessionStateSerializer()
     queue = serializers.CharField(
+        required=False,
         help_text="Researchers and admins only: screening, quality_control, generation, "
-        "leftover or resumed."
+        "leftover or resumed.",
     )
     problem = ProblemSerializer(source="session.solution.problem")
     steps = serializers.ListField(child=serializers.CharField(), source="session.solution.steps")

@@ -1,6 +1,19 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _create_cache_table(sender, using: str = "default", **kwargs) -> None:
+    # The API throttles count in the database's cache table when no Redis cache is set
+    # (settings.CACHES); every `migrate` makes sure it exists, so no deployment step can be
+    # forgotten. createcachetable skips a table that exists and a cache that is not a table.
+    from django.core.management import call_command
+
+    call_command("createcachetable", database=using, verbosity=0)
 
 
 class TrainerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "trainer"
+
+    def ready(self) -> None:
+        post_migrate.connect(_create_cache_table, sender=self)

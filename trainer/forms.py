@@ -2,12 +2,12 @@
 generation's selection parameters."""
 
 from dataclasses import fields
-from pathlib import Path
 
 from django import forms
 from django.conf import settings
 
 from labeling.services.overlap import MAX_OVERLAP_LABELERS
+from trainer.base_models import BaseModelRefused, check_base_model
 from trainer.params import InvalidParams, TrainingParams, default_of, value_type
 from trainer.selection import STRATEGIES
 
@@ -43,8 +43,11 @@ class TrainingRunForm(forms.Form):
 
     def clean_base_model(self) -> str:
         value = (self.cleaned_data["base_model"] or "").strip()
-        if value and not (Path(value) / "config.json").is_file():
-            raise forms.ValidationError("No config.json in that directory.")
+        if value:
+            try:
+                check_base_model(value)
+            except BaseModelRefused as exc:
+                raise forms.ValidationError(str(exc)) from None
         return value
 
     def clean(self):

@@ -12,6 +12,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from annotate.errors import Invalid
+from trainer.base_models import BaseModelRefused, check_base_model
 
 SCHEDULES = ("cosine", "linear", "constant")
 # Solution score from step scores; trainer.prm.AGGREGATIONS implements each of these.
@@ -50,8 +51,9 @@ class TrainingParams:
     # Which submitted labels the run trains on.
     include_quality_control: bool = _param(True, label="Include quality-control sessions")
     include_screening: bool = _param(False, label="Include screening sessions")
-    generation_min: int | None = _param(None, label="From generation")
-    generation_max: int | None = _param(None, label="To generation")
+    # Generation numbers are stored in a 32-bit column; screening is -1.
+    generation_min: int | None = _param(None, label="From generation", low=-1, high=2**31 - 1)
+    generation_max: int | None = _param(None, label="To generation", low=-1, high=2**31 - 1)
     # The loop.
     epochs: int = _param(3, label="Epochs", low=1, high=1000)
     learning_rate: float = _param(3e-4, label="Learning rate", low=0, high=1, low_open=True)
@@ -103,8 +105,9 @@ class TrainingParams:
     base_model: str | None = _param(
         None,
         label="Base model",
-        help="A local Hugging Face checkpoint directory on the GPU worker; empty for the "
-        "configured default (PRM_BASE_MODEL or the tiny built-in model).",
+        help="The absolute path of a Hugging Face checkpoint directory inside PRM_MODEL_DIR "
+        "on the GPU worker; empty for the configured default (PRM_BASE_MODEL or the tiny "
+        "built-in model).",
     )
 
     @classmethod
@@ -125,6 +128,11 @@ class TrainingParams:
                 continue
             cleaned[f.name] = _checked(f.name, value, kind=value_type(f), meta=f.metadata)
         params = cls(**cleaned)
+        if params.base_model is not None:
+            try:
+                check_base_model(params.base_model)
+            except BaseModelRefused as exc:
+                raise InvalidParams(str(exc)) from None
         low, high = params.generation_min, params.generation_max
         if low is not None and high is not None and low > high:
             raise InvalidParams("generation_min is above generation_max.")
@@ -149,6 +157,10 @@ def value_type(f) -> type:
 
 def default_of(f) -> Any:
     return None if f.default is MISSING else f.default
+
+
+def _shown(bound: float) -> str:
+    return f"{bound:,}" if isinstance(bound, int) else f"{bound:g}"
 
 
 def _checked(name: str, value: Any, *, kind: type, meta) -> Any:
@@ -176,8 +188,8 @@ def _checked(name: str, value: Any, *, kind: type, meta) -> Any:
     low, high = meta["low"], meta["high"]
     if low is not None and (value < low or (meta["low_open"] and value == low)):
         above = "above" if meta["low_open"] else "at least"
-        raise InvalidParams(f"{name} must be {above} {low:g}.")
+        raise InvalidParams(f"{name} must be {above} {_shown(low)}.")
     if high is not None and (value > high or (meta["high_open"] and value == high)):
         below = "below" if meta["high_open"] else "at most"
-        raise InvalidParams(f"{name} must be {below} {high:g}.")
+        raise InvalidParams(f"{name} must be {below} {_shown(high)}.")
     return value

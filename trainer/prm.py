@@ -46,6 +46,10 @@ TINY = {
 }
 TINY_VOCAB = 4096
 MAX_LENGTH_CAP = 4096
+# A solution longer than the context keeps its first steps, each with at least this many
+# tokens of its text (or all of it, when shorter): more steps cut to nothing would be scored
+# on their tags alone.
+MIN_PIECE_TOKENS = 4
 
 
 class CheckpointNotWritten(OSError):
@@ -127,6 +131,14 @@ class PRMModule(nn.Module):
 class Encoded:
     input_ids: list[int]
     labels: list[int]  # IGNORE except at step tags, where it is the class index
+    steps: int = 0  # steps encoded, each with its tag: the first ones, when some did not fit
+    truncated: bool = False  # text was cut or steps were left out to fit max_length
+
+
+@dataclass
+class Scored:
+    step_scores: list[float]  # one per step encoded: fewer than the steps when truncated
+    truncated: bool
 
 
 class PRM:
@@ -286,20 +298,20 @@ class PRM:
         return encoded
 
     def _assemble(self, pieces: list[list[int]], labels: Sequence[int] | None) -> Encoded:
-        steps = len(pieces) - 1
-        budget = self.max_length - len(self.prefix) - steps
-        if budget < 0:
-            raise ValueError(
-                f"{steps} steps do not fit in {self.max_length} tokens with a tag each."
-            )
-        cap = _fit(pieces, budget)
-        input_ids = list(self.prefix) + pieces[0][:cap]
+        """Problem and steps in max_length tokens: every piece cut to one length cap, and,
+        when even that leaves a step too little text, only the first steps (`truncated`)."""
+        room = self.max_length - len(self.prefix)
+        steps = _steps_that_fit(pieces, room)
+        kept = pieces[: steps + 1]
+        cap = _fit(kept, room - steps)
+        input_ids = list(self.prefix) + kept[0][:cap]
         target = [IGNORE] * len(input_ids)
-        for i, piece in enumerate(pieces[1:]):
+        for i, piece in enumerate(kept[1:]):
             input_ids += piece[:cap] + [self.step_tag_id]
             target += [IGNORE] * len(piece[:cap])
             target.append(labels[i] + 1 if labels is not None else IGNORE)
-        return Encoded(input_ids=input_ids, labels=target)
+        truncated = steps < len(pieces) - 1 or any(len(p) > cap for p in kept)
+        return Encoded(input_ids=input_ids, labels=target, steps=steps, truncated=truncated)
 
     def _ids(self, texts: list[str]) -> list[list[int]]:
         # A literal tag inside problem or step text must not become a step boundary.
@@ -321,8 +333,14 @@ class PRM:
     def class_probabilities(
         self, *, problems: list[str], steps: list[list[str]], batch_size: int = 16
     ) -> list[torch.Tensor]:
-        """Per solution, a (steps, 3) tensor of p(-1), p(0), p(+1), in the input order."""
-        encoded = [e.input_ids for e in self.encode_many(problems, steps)]
+        """Per solution, a (steps, 3) tensor of p(-1), p(0), p(+1), in the input order.
+
+        A solution longer than max_length gets rows for the steps that fit only (`encode`).
+        """
+        return self._probabilities(self.encode_many(problems, steps), batch_size=batch_size)
+
+    def _probabilities(self, encodings: list[Encoded], *, batch_size: int) -> list[torch.Tensor]:
+        encoded = [e.input_ids for e in encodings]
         # Similar lengths in one batch waste little compute on padding.
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         out: list[torch.Tensor | None] = [None] * len(encoded)
@@ -340,7 +358,7 @@ class PRM:
                 # Positions come out row-major: each row's tags, in step order.
                 offset = 0
                 for i in chunk:
-                    n = len(steps[i])
+                    n = encodings[i].steps
                     out[i] = probs[offset : offset + n]
                     offset += n
         return out  # type: ignore[return-value]
@@ -354,9 +372,21 @@ class PRM:
     def score(
         self, *, problems: list[str], steps: list[list[str]], batch_size: int = 16
     ) -> list[list[float]]:
-        """p(step ok) for every step of every solution, in the input order."""
-        probs = self.class_probabilities(problems=problems, steps=steps, batch_size=batch_size)
-        return [self.step_scores_from(p) for p in probs]
+        """p(step ok) for every step of every solution, in the input order (for a solution
+        longer than max_length, of the steps that fit)."""
+        scored = self.score_solutions(problems=problems, steps=steps, batch_size=batch_size)
+        return [s.step_scores for s in scored]
+
+    def score_solutions(
+        self, *, problems: list[str], steps: list[list[str]], batch_size: int = 16
+    ) -> list[Scored]:
+        """`score`, with whether each solution had to be cut to fit max_length."""
+        encodings = self.encode_many(problems, steps)
+        probs = self._probabilities(encodings, batch_size=batch_size)
+        return [
+            Scored(step_scores=self.step_scores_from(p), truncated=e.truncated)
+            for p, e in zip(probs, encodings, strict=True)
+        ]
 
 
 # --- helpers ------------------------------------------------------------------------------
@@ -390,6 +420,33 @@ def _step_tag_id(tokenizer) -> int:
     if inside.count(ids[0]) != 1:
         raise ValueError(f"The step tag {STEP_TAG!r} does not stay one token inside text.")
     return ids[0]
+
+
+def _steps_that_fit(pieces: list[list[int]], room: int) -> int:
+    """How many of the steps (pieces[1:]) fit in `room` tokens, each with its tag and at least
+    MIN_PIECE_TOKENS of text (or all of it, when shorter), the problem likewise: all of them,
+    or the most of the first ones. Fewer steps leave more room, so the first count that does
+    not fit is found by bisection."""
+
+    def fits(steps: int) -> bool:
+        kept = pieces[: steps + 1]
+        if room - steps < 0:
+            return False
+        floor = min(MIN_PIECE_TOKENS, max(len(p) for p in kept))
+        return _fit(kept, room - steps) >= floor
+
+    total = len(pieces) - 1
+    if fits(total):
+        return total
+    # Each step takes one token at least (its tag), so at most `room` of them fit.
+    low, high = 0, min(total, room)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def _fit(pieces: list[list[int]], budget: int) -> int:

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from annotate.errors import Conflict, DomainError
 from trainer import dataset, model_versions, pipeline
+from trainer.base_models import resolve_base_model
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
 from trainer.selectors import submitted_sessions_since
@@ -348,6 +349,9 @@ def _train(run: TrainingRun, recorder: RunRecorder):
     params = TrainingParams.from_dict(run.params)
     model_dir = Path(settings.PRM_MODEL_DIR)
     _check_checkpoint_dir(model_dir=model_dir)
+    # Checked again here, where it is loaded: the web host that accepted it may not see
+    # this disk, and a link inside PRM_MODEL_DIR may point out of it.
+    base_model = resolve_base_model(params.base_model)
     snapshot_at = timezone.now()
     examples = dataset.build_examples(
         include_quality_control=params.include_quality_control,
@@ -380,7 +384,7 @@ def _train(run: TrainingRun, recorder: RunRecorder):
         train=train,
         eval=held_out,
         params=params,
-        base_model=params.base_model or settings.PRM_BASE_MODEL,
+        base_model=base_model,
         out_dir=model_dir / f"run-{run.pk}",
         on_progress=recorder.on_progress,
         should_stop=recorder.should_stop,

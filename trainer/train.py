@@ -243,7 +243,8 @@ def evaluate(
         batch_size=batch_size,
     )
     scores = [prm.step_scores_from(p) for p in probs]
-    labels = [e.labels for e in examples]
+    # A solution longer than the model's context is scored on its first steps only.
+    labels = [e.labels[: len(p)] for e, p in zip(examples, probs, strict=True)]
     nll = [
         -math.log(max(float(p[i, label + 1]), 1e-12))
         for p, row in zip(probs, labels, strict=True)

@@ -1,7 +1,9 @@
 """Imports as jobs: an uploaded file is checked, stored, and imported by a worker.
 
 The importers themselves (`importing`, `prm800k_import`) are all-or-nothing; a job only records who
-uploaded what and how it ended, so a script can poll it.
+uploaded what and how it ended, so a script can poll it. A stored file lives only as long as its
+job has work to do: a refused upload and a finished job, failed or not, leave nothing in
+`var/imports`.
 """
 
 import logging
@@ -17,10 +19,17 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from annotate.celery import queue_task
 from annotate.errors import Invalid, TooLarge
-from labeling import prm800k
 from labeling.models import ImportJob
-from labeling.services.importing import ImportFailed, import_problems, import_solutions, read_jsonl
-from labeling.services.prm800k_import import import_prm800k
+from labeling.services.importing import (
+    ImportFailed,
+    check_column,
+    import_problems,
+    import_solutions,
+    parse_problem,
+    parse_solution,
+    read_jsonl,
+)
+from labeling.services.prm800k_import import import_prm800k, parse_line
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +37,12 @@ IMPORTERS = {
     ImportJob.Kind.PROBLEMS: import_problems,
     ImportJob.Kind.SOLUTIONS: import_solutions,
     ImportJob.Kind.PRM800K: import_prm800k,
+}
+# What each kind's importer checks of one line before it needs the database.
+LINE_CHECKS = {
+    ImportJob.Kind.PROBLEMS: parse_problem,
+    ImportJob.Kind.SOLUTIONS: parse_solution,
+    ImportJob.Kind.PRM800K: parse_line,
 }
 
 
@@ -64,16 +79,17 @@ def _store(upload: IO[bytes], *, limit: int) -> tuple[Path, int]:
 
 
 def check_upload(*, path: Path, kind: str, name: str) -> int:
-    """Refuse what can be refused without the database: encoding, JSON, PRM800K schema."""
+    """Refuse what can be refused without the database: encoding, strict JSON, each line's
+    fields and their column limits, the PRM800K schema."""
     lines = 0
+    check_line = LINE_CHECKS[kind]
     try:
         for number, obj in read_jsonl(path=path, name=name, progress=False):
             lines += 1
-            if kind == ImportJob.Kind.PRM800K:
-                try:
-                    prm800k.parse_record(obj)
-                except prm800k.InvalidRecord as exc:
-                    raise ImportFailed(f"{name}:{number}: {exc}") from None
+            try:
+                check_line(obj)
+            except ValueError as exc:
+                raise ImportFailed(f"{name}:{number}: {exc}") from None
     except ImportFailed as exc:
         raise UploadRefused(str(exc)) from None
     if lines == 0:
@@ -86,15 +102,19 @@ def create_import_job(*, user, kind: str, upload: IO[bytes], file_name: str) -> 
     if kind not in IMPORTERS:
         raise UploadRefused(f"unknown kind {kind!r}; one of {', '.join(IMPORTERS)}")
     name = Path(file_name or "upload.jsonl").name
+    try:
+        check_column(ImportJob, "file_name", name, label="file name")
+    except ValueError as exc:
+        raise UploadRefused(str(exc)) from None
     path, size = _store(upload, limit=settings.IMPORT_MAX_UPLOAD_BYTES)
     try:
         check_upload(path=path, kind=kind, name=name)
-    except UploadRefused:
+        job = ImportJob.objects.create(
+            kind=kind, file_name=name, stored_path=str(path), size=size, created_by=user
+        )
+    except BaseException:
         path.unlink(missing_ok=True)
         raise
-    job = ImportJob.objects.create(
-        kind=kind, file_name=name, stored_path=str(path), size=size, created_by=user
-    )
     transaction.on_commit(lambda: _enqueue(job.pk))
     return job
 
@@ -110,6 +130,12 @@ def _enqueue(job_id: int) -> None:
             finished_at=timezone.now(),
             error=f"the task queue is unreachable, nothing was imported ({exc})",
         )
+        _discard(job_id)
+
+
+def _discard(job_id: int) -> None:
+    for stored in ImportJob.objects.filter(pk=job_id).values_list("stored_path", flat=True):
+        Path(stored).unlink(missing_ok=True)
 
 
 def run_import_job(*, job_id: int) -> ImportJob:
@@ -130,7 +156,8 @@ def run_import_job(*, job_id: int) -> ImportJob:
         job.status, job.error = ImportJob.Status.FAILED, f"{job.file_name}: {exc}"
     else:
         job.status, job.result = ImportJob.Status.SUCCEEDED, asdict(result)
-        Path(job.stored_path).unlink(missing_ok=True)
     job.finished_at = timezone.now()
     job.save(update_fields=["status", "error", "result", "finished_at"])
+    # A job runs once, so its file is never needed again; a failed one is uploaded anew.
+    Path(job.stored_path).unlink(missing_ok=True)
     return job

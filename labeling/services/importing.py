@@ -7,6 +7,7 @@ Files are read line by line and written in batches, so memory does not grow with
 """
 
 import json
+import math
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -14,10 +15,13 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import connection, transaction
-from django.db.models import JSONField, Model
+from django.db.models import FloatField, JSONField, Model
 from tqdm import tqdm
 
+from annotate import strictjson
 from annotate.errors import Invalid
 from labeling import prm800k
 from labeling.export import PROGRESS_MIN_LINES
@@ -50,7 +54,10 @@ def _count_lines(path: Path) -> int:
 
 
 def read_jsonl(*, path: Path, name: str, progress: bool = True) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, object) for each non-blank line, failing with FILE:LINE."""
+    """Yield (line number, object) for each non-blank line, failing with FILE:LINE.
+
+    Lines are strict JSON (annotate/strictjson.py), as request bodies are.
+    """
     total = _count_lines(path)
     with path.open("rb") as f:
         lines = tqdm(
@@ -69,9 +76,9 @@ def read_jsonl(*, path: Path, name: str, progress: bool = True) -> Iterator[tupl
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ImportFailed(f"{name}:{number}: not valid JSON ({exc.msg})") from None
+                obj = strictjson.loads(text)
+            except strictjson.InvalidJSON as exc:
+                raise ImportFailed(f"{name}:{number}: {exc}") from None
             if not isinstance(obj, dict):
                 raise ImportFailed(f"{name}:{number}: expected a JSON object")
             yield number, obj
@@ -123,6 +130,42 @@ def line_failure(name: str, number: int, message: str) -> ImportFailed:
     return ImportFailed(f"{name}:{number}: {message}")
 
 
+def check_column(model: type[Model], name: str, value: Any, *, label: str | None = None) -> None:
+    """Refuse, as a ValueError naming `label`, a value that `model.name`'s column cannot hold.
+
+    The limits are the model field's own validators (max_length, the range of its integer
+    type), so they are written once, in models.py; a line is refused with its FILE:LINE here
+    instead of failing the whole import later with a database message.
+    """
+    if value is None:
+        return
+    label = label or name
+    field = model._meta.get_field(name)
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError(f"'{label}' contains a NUL character, which cannot be stored")
+    if isinstance(field, FloatField):
+        try:
+            finite = math.isfinite(value)
+        except OverflowError:  # an integer beyond any float
+            finite = False
+        if not finite:
+            raise ValueError(f"'{label}' must be a finite number, got {str(value)[:40]}")
+    for validator in field.validators:
+        try:
+            validator(value)
+        except ValidationError as exc:
+            limit = getattr(validator, "limit_value", None)
+            if isinstance(validator, MaxLengthValidator):
+                message = f"is longer than {limit} characters ({len(value)})"
+            elif isinstance(validator, MinValueValidator):
+                message = f"must be at least {limit}, got {value}"
+            elif isinstance(validator, MaxValueValidator):
+                message = f"must be at most {limit}, got {value}"
+            else:
+                message = exc.messages[0]
+            raise ValueError(f"'{label}' {message}") from None
+
+
 # ---------------------------------------------------------------------------------------------
 # Problems
 
@@ -134,9 +177,10 @@ def _problem_level(value: Any) -> int | None:
         return value
     if isinstance(value, str):
         digits = value.removeprefix("Level").strip()
-        if digits.isdigit():
+        # ASCII digits only: int() also reads other scripts' digits, and refuses 5,000 of them.
+        if digits.isascii() and digits.isdigit() and len(digits) <= 20:
             return int(digits)
-    raise ValueError(f"'level' must be an integer or 'Level N', got {json.dumps(value)}")
+    raise ValueError(f"'level' must be an integer or 'Level N', got {json.dumps(value)[:80]}")
 
 
 def _string(obj: dict, key: str, *, required: bool) -> str:
@@ -150,6 +194,25 @@ def _string(obj: dict, key: str, *, required: bool) -> str:
     return value
 
 
+def parse_problem(obj: dict) -> tuple[str | None, dict[str, Any]]:
+    """One problems line as (unique_id, column values); ValueError says what is wrong."""
+    text = _string(obj, "problem", required=True)
+    if not text.strip():
+        raise ValueError("'problem' is empty")
+    values = {
+        "text": text,
+        "answer": _string(obj, "answer", required=True),
+        "solution": _string(obj, "solution", required=False),
+        "subject": _string(obj, "subject", required=False),
+        "level": _problem_level(obj.get("level")),
+        "split": _string(obj, "split", required=False),
+    }
+    unique_id = _string(obj, "unique_id", required=False) or None
+    for column, value in [*values.items(), ("unique_id", unique_id)]:
+        check_column(Problem, column, value, label="problem" if column == "text" else column)
+    return unique_id, values
+
+
 def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
     """Import MATH-style problems; lines with a known `unique_id` update that problem."""
     name = name or str(path)
@@ -159,18 +222,8 @@ def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
         for number, obj in read_jsonl(path=path, name=name):
             result.lines += 1
             try:
-                text = _string(obj, "problem", required=True)
-                if not text.strip():
-                    raise ValueError("'problem' is empty")
-                values = {
-                    "text": text,
-                    "answer": _string(obj, "answer", required=True),
-                    "solution": _string(obj, "solution", required=False),
-                    "subject": _string(obj, "subject", required=False),
-                    "level": _problem_level(obj.get("level")),
-                    "split": _string(obj, "split", required=False),
-                }
-                unique_id = _string(obj, "unique_id", required=False) or None
+                unique_id, values = parse_problem(obj)
+                text = values["text"]
                 if unique_id in first_line_of:
                     # Two lines claiming one id is a broken file, not an update.
                     raise ValueError(
@@ -225,6 +278,8 @@ def _steps(value: Any) -> list[str]:
     for i, step in enumerate(value):
         if not isinstance(step, str):
             raise ValueError(f"'steps[{i}]' must be a string, got {json.dumps(step)[:80]}")
+        if not step.strip():
+            raise ValueError(f"'steps[{i}]' is empty: a labeler cannot rate an empty step")
     return value
 
 
@@ -249,15 +304,35 @@ def _alternatives(value: Any, steps: list[str]) -> dict[str, list[str]]:
         raise ValueError("'alternatives' must be an object keyed by step index or a list")
     out = {}
     for key, texts in pairs:
-        if not (isinstance(key, str) and key.isdigit() and int(key) < len(steps)):
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and int(key) < len(steps)):
             raise ValueError(
                 f"'alternatives' key {json.dumps(key)} is not a step index (0 to {len(steps) - 1})"
             )
-        if not isinstance(texts, list) or not all(isinstance(t, str) and t for t in texts):
+        if not isinstance(texts, list) or not all(isinstance(t, str) and t.strip() for t in texts):
             raise ValueError(f"'alternatives[{key}]' must be a list of non-empty strings")
         if texts:
             out[str(int(key))] = texts
     return out
+
+
+def parse_solution(obj: dict) -> tuple:
+    """One solutions line as (unique_id, problem text, steps, answer, source, score, meta,
+    alternatives); ValueError says what is wrong."""
+    unique_id = _string(obj, "unique_id", required=False)
+    text = _string(obj, "problem", required=False)
+    if not unique_id and not text:
+        raise ValueError("needs 'unique_id' or 'problem' to name its problem")
+    steps = _steps(obj.get("steps"))
+    answer = _string(obj, "answer", required=False) or prm800k.extract_answer(steps)
+    score = obj.get("score")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        raise ValueError(f"'score' must be a number, got {json.dumps(score)[:80]}")
+    source = _string(obj, "source", required=False)
+    check_column(Solution, "source", source)
+    check_column(Solution, "source_score", score, label="score")
+    alternatives = _alternatives(obj.get("alternatives"), steps)
+    meta = {k: v for k, v in obj.items() if k not in SOLUTION_KEYS}
+    return unique_id, text, steps, answer, source, score, meta, alternatives
 
 
 def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
@@ -274,25 +349,9 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
             for number, obj in batch:
                 result.lines += 1
                 try:
-                    unique_id = _string(obj, "unique_id", required=False)
-                    text = _string(obj, "problem", required=False)
-                    if not unique_id and not text:
-                        raise ValueError("needs 'unique_id' or 'problem' to name its problem")
-                    steps = _steps(obj.get("steps"))
-                    answer = _string(obj, "answer", required=False) or prm800k.extract_answer(steps)
-                    score = obj.get("score")
-                    if score is not None and (
-                        isinstance(score, bool) or not isinstance(score, int | float)
-                    ):
-                        raise ValueError(f"'score' must be a number, got {json.dumps(score)}")
-                    source = _string(obj, "source", required=False)
-                    alternatives = _alternatives(obj.get("alternatives"), steps)
+                    parsed.append((number, *parse_solution(obj)))
                 except ValueError as exc:
                     raise line_failure(name, number, str(exc)) from None
-                meta = {k: v for k, v in obj.items() if k not in SOLUTION_KEYS}
-                parsed.append(
-                    (number, unique_id, text, steps, answer, source, score, meta, alternatives)
-                )
 
             by_uid = Problem.objects.in_bulk({p[1] for p in parsed if p[1]}, field_name="unique_id")
             by_hash = Problem.objects.in_bulk(

@@ -27,6 +27,7 @@ from labeling.services.importing import (
     BATCH_SIZE,
     ImportResult,
     batched,
+    check_column,
     insert_rows,
     line_failure,
     read_jsonl,
@@ -134,6 +135,28 @@ def _solution_key(record: prm800k.ParsedRecord) -> str:
     return solution_digest(steps=record.steps, answer=record.answer)
 
 
+def parse_line(obj: dict) -> prm800k.ParsedRecord:
+    """One PRM800K line, checked against the schema and against what its columns can hold;
+    ValueError (InvalidRecord for the schema) says what is wrong."""
+    record = prm800k.parse_record(obj)
+    check_column(Generation, "number", record.generation, label="generation")
+    check_column(LabelingSession, "total_time", record.total_time, label="label.total_time")
+    check_column(
+        Solution,
+        "source_score",
+        record.source_score,
+        label="question.pre_generated_verifier_score",
+    )
+    for i, step in enumerate(record.label_steps):
+        check_column(
+            StepLabel,
+            "chosen_completion",
+            step.chosen_completion,
+            label=f"label.steps[{i}].chosen_completion",
+        )
+    return record
+
+
 def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
     """Import PRM800K label lines (phase 1 or 2): problems, solutions, labelers, sessions."""
     name = name or str(path)
@@ -144,8 +167,8 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
             records = []
             for number, obj in batch:
                 try:
-                    records.append(prm800k.parse_record(obj))
-                except prm800k.InvalidRecord as exc:
+                    records.append(parse_line(obj))
+                except ValueError as exc:
                     raise line_failure(name, number, str(exc)) from None
             result.lines += len(records)
             _store_records(records, imported_at=imported_at, result=result, pool=pool)

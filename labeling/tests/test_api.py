@@ -399,8 +399,11 @@ def test_export_streams_prm800k_lines_with_filters(demo):
         assert response.status_code == 200 and response.streaming
         lines = b"".join(response.streaming_content).decode().splitlines()
     originals = (FIXTURES / "prm800k_phase2.jsonl").read_text().splitlines()
-    # Queries per chunk of sessions, not per line: 8 lines take the role check and 3 queries.
-    assert len(originals) == 8 and len(queries) <= 5, [q["sql"][:80] for q in queries]
+    # Queries per chunk of sessions, not per line: 8 lines take the role check and 3 queries
+    # (the throttle's count in the cache table, and its savepoint, aside: per request).
+    cache = ('"stepwise_cache"', "SAVEPOINT")
+    data = [q["sql"] for q in queries if not any(word in q["sql"] for word in cache)]
+    assert len(originals) == 8 and len(data) <= 5, [sql[:80] for sql in data]
     # Import then export gives back the same objects, field for field.
     canonical = lambda text: json.dumps(json.loads(text), sort_keys=True)  # noqa: E731
     assert sorted(map(canonical, lines)) == sorted(map(canonical, originals))
