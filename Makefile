@@ -12,7 +12,17 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-setup: $(VENV)/.installed
+# KaTeX draws the math in the page (static/stepwise/math.js). It comes from the npm registry
+# at the version package-lock.json pins and is copied where collectstatic finds it.
+KATEX := static/vendor/katex
+$(KATEX)/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	rm -rf $(KATEX) && mkdir -p $(KATEX)
+	cp -R node_modules/katex/dist/katex.min.js node_modules/katex/dist/katex.min.css \
+		node_modules/katex/dist/fonts $(KATEX)/
+	touch $@
+
+setup: $(VENV)/.installed $(KATEX)/.installed
 
 migrate: setup
 	$(BIN)/python manage.py migrate --noinput
@@ -22,6 +32,7 @@ run: migrate
 	$(BIN)/python manage.py seed_demo
 	@echo
 	@echo "stepwise is starting at http://127.0.0.1:$(PORT)/  (Ctrl-C stops web, worker and beat)"
+	@echo "Log in with a demo account above; the login page lists them too."
 	@echo
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start --port $(PORT)
 
@@ -74,4 +85,4 @@ bench-train: setup
 	$(BIN)/python bench/train.py $(BENCH_TRAIN_ARGS)
 
 clean:
-	rm -rf var/ $(VENV)
+	rm -rf var/ $(VENV) node_modules/ static/vendor/

@@ -2,9 +2,18 @@
 
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Exists, OuterRef, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from labeling.models import Generation, LabelingSession, Problem, Solution, StepLabel, StepRating
+from labeling.models import (
+    Generation,
+    Labeler,
+    LabelingSession,
+    Problem,
+    Solution,
+    StepLabel,
+    StepRating,
+)
 
 
 def problem_list() -> QuerySet[Problem]:
@@ -39,6 +48,56 @@ def has_submitted_label(**lookups) -> Exists:
     """For a Solution queryset: whether the row has a submitted label (by `lookups`' labeler,
     when given). `filter(has_submitted_label())` keeps labeled solutions, `exclude` the rest."""
     return Exists(submitted_sessions_of(**lookups))
+
+
+def skipped_by(*, labeler: Labeler) -> Exists:
+    """For a Solution queryset: whether `labeler` skipped the row (it is not served to them
+    again; the skip ended their session without a label, so others still get it)."""
+    return Exists(
+        LabelingSession.objects.filter(
+            solution=OuterRef("pk"),
+            labeler=labeler,
+            abandoned_at__isnull=False,
+            extra__skipped=True,
+        )
+    )
+
+
+def queue_left(*, labeler: Labeler, besides: int | None = None) -> int:
+    """About how many solutions are still there for `labeler`, in one query; `besides`: a
+    solution id not to count (the one on the labeler's screen).
+
+    The queues' rules without their leases: a solution another labeler holds right now
+    still counts, so the figure is what is left, not what is free this minute.
+    """
+    labels = (
+        LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
+        .order_by()
+        .values("solution")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return (
+        Solution.objects.filter(problem__is_bad=False)
+        .exclude(pk=besides)
+        .exclude(has_submitted_label(labeler=labeler))
+        .exclude(skipped_by(labeler=labeler))
+        .alias(labels=Coalesce(Subquery(labels), 0))
+        .filter(
+            Q(is_quality_control=True) | Q(is_screening=True) | Q(labels__lt=F("labels_wanted"))
+        )
+        .count()
+    )
+
+
+def my_labels(*, labeler: Labeler) -> QuerySet[LabelingSession]:
+    """The labeler's submitted labels, newest first, with their problem and rated steps."""
+    return (
+        LabelingSession.objects.filter(labeler=labeler, submitted_at__isnull=False)
+        .select_related("solution__problem")
+        .annotate(rated=Count("step_labels"))
+        .order_by("-submitted_at", "-pk")
+    )
 
 
 # --- the workbench: what a labeler sees of a session (page and API alike) ---------------------

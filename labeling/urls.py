@@ -10,7 +10,10 @@ urlpatterns = [
     path("label/<int:session_id>/", views.label_session, name="label-session"),
     path("label/<int:session_id>/rate/", views.rate, name="label-rate"),
     path("label/<int:session_id>/submit/", views.submit, name="label-submit"),
+    path("label/<int:session_id>/skip/", views.skip, name="label-skip"),
     path("label/<int:session_id>/renew/", views.renew, name="label-renew"),
+    path("labels/mine/", views.my_labels, name="my-labels"),
+    path("labels/mine/<int:session_id>/", views.my_label, name="my-label"),
     path(
         "label/<int:session_id>/human-completion/",
         views.human_completion,

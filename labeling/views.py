@@ -29,6 +29,7 @@ from labeling.services import overlap, reports, workbench
 from labeling.services.labelers import get_or_create_labeler
 
 COMPARISONS_PER_PAGE = 20
+MY_LABELS_PER_PAGE = 50
 
 
 @login_required
@@ -39,6 +40,7 @@ def home(request: HttpRequest) -> HttpResponse:
     if labeler is not None:
         context["today"] = quality.today_progress(labeler=labeler)
         context["me"] = quality.labeler_figures(labeler_ids=[labeler.pk])[0]
+        context["queue_left"] = selectors.queue_left(labeler=labeler)
     if can_view_quality(request.user):
         context.update(selectors.overview())
     return render(request, "labeling/home.html", context)
@@ -85,10 +87,23 @@ def label_next(request: HttpRequest) -> HttpResponse:
 RATING_BUTTONS = ((-1, "bad", "✗ -1 bad"), (0, "ok", "○ 0 okay"), (1, "good", "✓ +1 good"))
 
 
-def _workbench_context(session: LabelingSession, *, seq: int | None = None) -> dict:
+def _workbench_context(
+    session: LabelingSession,
+    *,
+    seq: int | None = None,
+    labeler: Labeler | None = None,
+    confirmation: str = "",
+) -> dict:
+    """What the workbench shows; `labeler` for the whole page (its queue count), not for
+    a rating's answer, which re-renders the steps alone."""
     state = selectors.session_state(session=session)
     alternatives = session.solution.alternatives or {}
     return {
+        "queue_left": None
+        if labeler is None
+        else selectors.queue_left(labeler=labeler, besides=session.solution_id),
+        # A word that the last solution was saved, shown above the next one.
+        "confirmation": confirmation,
         "session": session,
         # Reversed once: the page's rating queue posts here, and a rating re-renders the steps.
         "rate_url": reverse("label-rate", args=[session.pk]),
@@ -131,7 +146,7 @@ def label_session(request: HttpRequest, session_id: int) -> HttpResponse:
     )
     if not session.is_open:
         return redirect("label-next")
-    return render(request, "labeling/workbench.html", _workbench_context(session))
+    return render(request, "labeling/workbench.html", _workbench_context(session, labeler=labeler))
 
 
 @login_required
@@ -160,17 +175,61 @@ def submit(request: HttpRequest, session_id: int) -> HttpResponse:
         finish_reason=request.POST.get("finish_reason", ""),
         reason_text=request.POST.get("reason", ""),
     )
+    return _next_solution(request, labeler, confirmation="Submitted: your label is saved.")
+
+
+@login_required
+@require_POST
+def skip(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Leave the solution to other labelers, no reason asked and no label kept."""
+    labeler = _labeler(request)
+    workbench.skip_session(session_id=session_id, labeler=labeler)
+    return _next_solution(
+        request, labeler, confirmation="Skipped: the solution goes to other labelers."
+    )
+
+
+def _next_solution(request: HttpRequest, labeler: Labeler, *, confirmation: str) -> HttpResponse:
     if not request.htmx:
+        messages.success(request, confirmation)
         return redirect("label-next")
     # Prefetch: the next session is served now and comes back in this response, swapped in
     # without a page load. Unopened, it is an ordinary session whose lease runs out.
     served = workbench.next_session(labeler=labeler)
     if served is None:
-        response = render(request, "labeling/_nothing_to_label.html")
+        response = render(
+            request, "labeling/_nothing_to_label.html", {"confirmation": confirmation}
+        )
         return push_url(response, reverse("label-next"))
     session = LabelingSession.objects.select_related("solution__problem").get(pk=served.session.pk)
-    response = render(request, "labeling/_workbench.html", _workbench_context(session))
+    context = _workbench_context(session, labeler=labeler, confirmation=confirmation)
+    response = render(request, "labeling/_workbench.html", context)
     return push_url(response, reverse("label-session", args=[session.pk]))
+
+
+@login_required
+def my_labels(request: HttpRequest) -> HttpResponse:
+    """The labeler's submitted labels, newest first (read-only)."""
+    labeler = _labeler(request)
+    page = Paginator(selectors.my_labels(labeler=labeler), MY_LABELS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "labeling/my_labels.html", {"page": page})
+
+
+@login_required
+def my_label(request: HttpRequest, session_id: int) -> HttpResponse:
+    """One of the labeler's submitted labels as they gave it (read-only)."""
+    session = get_object_or_404(selectors.my_labels(labeler=_labeler(request)), pk=session_id)
+    state = selectors.session_state(session=session)
+    context = {
+        "session": session,
+        "problem": session.solution.problem,
+        "steps": state.items,
+        "human_completion": state.human_completion,
+        "error_step": state.error_step,
+    }
+    return render(request, "labeling/my_label.html", context)
 
 
 @login_required

@@ -60,6 +60,29 @@ def active_model_version() -> ModelVersion | None:
     return ModelVersion.objects.filter(is_active=True).first()
 
 
+@dataclass(frozen=True)
+class ScoringProgress:
+    scored: int  # solutions that carry this version's scores
+    total: int
+
+    @property
+    def done(self) -> bool:
+        return self.scored >= self.total
+
+    @property
+    def percent(self) -> int:
+        return 100 if not self.total else min(100, self.scored * 100 // self.total)
+
+
+def scoring_progress(*, model_version: ModelVersion) -> ScoringProgress:
+    """How far the pool is rescored with this version: scoring writes each chunk's solutions
+    with their version in one transaction (`trainer.score`), so the count moves chunk by chunk."""
+    return ScoringProgress(
+        scored=Solution.objects.filter(prm_model_version=model_version).count(),
+        total=Solution.objects.count(),
+    )
+
+
 def key_metric(metrics: dict | None) -> float | None:
     """The held-out metric promotion compares on (PRM_PROMOTE_METRIC)."""
     return (metrics or {}).get(settings.PRM_PROMOTE_METRIC)

@@ -10,9 +10,11 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run-cancel"),
     path("models/", views.model_list, name="model-list"),
     path("models/<int:model_version_id>/activate/", views.model_activate, name="model-activate"),
+    path("models/<int:model_version_id>/scoring/", views.model_scoring, name="model-scoring"),
     path("inspect/disagreements/", views.disagreement_list, name="disagreement-list"),
     path("inspect/solutions/<int:solution_id>/", views.solution_inspect, name="solution-inspect"),
     path("generations/", views.generation_list, name="generation-list"),
+    path("generations/table/", views.generation_table, name="generation-table"),
     path("generations/<int:generation_id>/", views.generation_detail, name="generation-detail"),
     path(
         "generations/<int:generation_id>/overlap/",

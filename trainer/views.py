@@ -20,7 +20,7 @@ from labeling import agreement
 from labeling.models import Generation, Solution
 from labeling.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
 from labeling.services import overlap
-from trainer import model_versions, pipeline, runs, selectors
+from trainer import charts, model_versions, pipeline, runs, selectors
 from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 
@@ -58,7 +58,8 @@ def run_list(request: HttpRequest) -> HttpResponse:
                 messages.error(request, str(exc))
                 status = http_status(exc)
             else:
-                messages.success(request, f"Training run {run.pk} is queued.")
+                # No flash message: the run page's live status says where the run is, and a
+                # message saying "queued" would stay after the run had finished.
                 return redirect("run-detail", run_id=run.pk)
     recent = _recent_runs()
     return render(
@@ -90,34 +91,28 @@ def run_table(request: HttpRequest) -> HttpResponse:
     )
 
 
-CURVE_METRICS = ("step_accuracy", "step_auroc", "first_error_f1", "best_of_n")
-
-
-def _curves(epochs: list[dict]) -> list[dict]:
-    """SVG polylines (viewBox 400x160, y from 0 to 1) for the held-out metrics over epochs."""
-    curves = []
-    for name in CURVE_METRICS:
-        values = [(i, epoch.get(name)) for i, epoch in enumerate(epochs)]
-        values = [(i, v) for i, v in values if isinstance(v, int | float)]
-        if not values:
-            continue
-        span = max(len(epochs) - 1, 1)
-        points = " ".join(
-            f"{30 + 360 * i / span:.1f},{140 - 130 * min(max(v, 0.0), 1.0):.1f}" for i, v in values
-        )
-        curves.append({"name": name, "points": points})
-    return curves
+def _metric_text(value) -> str:
+    """A metric as the table shows it: counts as integers, rates to four places."""
+    if value is None:
+        return "–"
+    if isinstance(value, int):  # counts (and a bool, an int too) as they are
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
 
 
 def _run_context(run: TrainingRun) -> dict:
+    # One row per metric and one column per epoch: a run has a handful of epochs and a dozen
+    # metrics, so the table stays narrow (and scrolls inside its box when it does not).
     names = sorted({key for epoch in run.metrics for key in epoch if key != "epoch"})
     return {
         "run": run,
-        "metric_names": names,
-        "epoch_rows": [
-            (epoch.get("epoch"), [epoch.get(name) for name in names]) for epoch in run.metrics
+        "epochs": [epoch.get("epoch") for epoch in run.metrics],
+        "metric_rows": [
+            (name, [_metric_text(epoch.get(name)) for epoch in run.metrics]) for name in names
         ],
-        "curves": _curves(run.metrics) if len(run.metrics) > 1 else [],
+        "charts": charts.run_charts(metrics=run.metrics),
         "version": getattr(run, "model_version", None),
     }
 
@@ -158,10 +153,15 @@ def model_list(request: HttpRequest) -> HttpResponse:
     versions = [
         (version, selectors.key_metric(version.metrics)) for version in selectors.model_versions()
     ]
+    active = selectors.active_model_version()
     return render(
         request,
         "trainer/model_list.html",
-        {"versions": versions, "metric": settings.PRM_PROMOTE_METRIC},
+        {
+            "versions": versions,
+            "metric": settings.PRM_PROMOTE_METRIC,
+            **_scoring_context(active.pk if active else None),
+        },
     )
 
 
@@ -178,6 +178,23 @@ def model_activate(request: HttpRequest, model_version_id: int) -> HttpResponse:
     else:
         messages.success(request, f"{version} is now active; solutions are being rescored.")
     return redirect("model-list")
+
+
+@login_required
+def model_scoring(request: HttpRequest, model_version_id: int) -> HttpResponse:
+    """The active version's rescoring of the pool; the model list polls it until it is done."""
+    _require_researcher(request)
+    return render(request, "trainer/_scoring_progress.html", _scoring_context(model_version_id))
+
+
+def _scoring_context(model_version_id: int | None) -> dict:
+    version = ModelVersion.objects.filter(pk=model_version_id).first()
+    if version is None:
+        return {"scoring_version": None, "scoring": None}
+    return {
+        "scoring_version": version,
+        "scoring": selectors.scoring_progress(model_version=version),
+    }
 
 
 # --- inspection -------------------------------------------------------------------------------
@@ -253,6 +270,17 @@ def generation_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+def generation_table(request: HttpRequest) -> HttpResponse:
+    """The generations table alone, polled by the generations page."""
+    _require_researcher(request)
+    return render(
+        request,
+        "trainer/_generation_table.html",
+        {"summaries": selectors.generation_summaries()},
+    )
+
+
+@login_required
 def generation_detail(
     request: HttpRequest,
     generation_id: int,
@@ -265,6 +293,12 @@ def generation_detail(
         detail = selectors.generation_detail(generation_id=generation_id)
     except Generation.DoesNotExist:
         raise Http404("No such generation.") from None
+    if request.GET.get("part") == "progress":
+        return render(
+            request,
+            "trainer/_generation_progress.html",
+            {"detail": detail, "can_manage": can_manage_labelers(request.user)},
+        )
     generation = detail.summary.generation
     progress = agreement.overlap_progress(generation=generation)
     return render(

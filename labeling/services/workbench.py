@@ -32,6 +32,7 @@ from labeling.selectors import (
     current_generation,
     has_submitted_label,
     rated_steps,
+    skipped_by,
     unrated_alternatives,
 )
 from labeling.services import reports
@@ -93,8 +94,10 @@ def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solutio
     A problem the labeler reported bad leaves the shared queues for them alone; quality
     control and screening are served to them still (see `reports`).
     """
-    available = Solution.objects.filter(problem__is_bad=False).exclude(
-        has_submitted_label(labeler=labeler)
+    available = (
+        Solution.objects.filter(problem__is_bad=False)
+        .exclude(has_submitted_label(labeler=labeler))
+        .exclude(skipped_by(labeler=labeler))
     )
     shared = (
         available.filter(is_quality_control=False, is_screening=False)
@@ -384,6 +387,21 @@ def submit_session(
         session.finish_reason = finish_reason
         session.finish_reason_text = reason_text.strip()
         session.submitted_at = now
+        session.save()
+    return session
+
+
+def skip_session(
+    *, session_id: int, labeler: Labeler, now: datetime | None = None
+) -> LabelingSession:
+    """End the session without a label and without a reason: the solution goes back to the
+    queue for others (its place is freed) and is not served to this labeler again."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        session = _session_to_change(session_id=session_id, labeler=labeler)
+        _touch(session, now)
+        session.abandoned_at = now
+        session.extra = {**(session.extra or {}), "skipped": True}
         session.save()
     return session
 

@@ -32,7 +32,7 @@ ROLES = ("anonymous", "annotator", "researcher", "admin")
 
 @pytest.fixture
 def demo():
-    call_command("seed_demo", stdout=io.StringIO())
+    call_command("seed_demo", "--no-labels", stdout=io.StringIO())
 
 
 def client_for(role: str) -> APIClient:

@@ -10,7 +10,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_admin_logs_in_sees_problems_and_downloads_export(live_server, browser, tmp_path):
-    call_command("seed_demo", stdout=io.StringIO())
+    call_command("seed_demo", "--no-labels", stdout=io.StringIO())
     call_command("import_prm800k", str(FIXTURES / "prm800k_phase2.jsonl"), stdout=io.StringIO())
     page = browser.new_page(accept_downloads=True)
 

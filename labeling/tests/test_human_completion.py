@@ -167,7 +167,7 @@ def test_the_page_refuses_an_empty_save(client, session, labeler):
     url = f"/label/{session.pk}/human-completion/"
     assert client.post(url, {"step_index": 1, "text": "  "}).status_code == 400
     page = client.post(url, {"step_index": 1, "text": WRITTEN}).content.decode()
-    assert 'id="human-completion-preview"' in page and "<math" in page
+    assert 'id="human-completion-preview"' in page and 'class="math"' in page
     client.post(url, {"step_index": 1, "remove": "1"})
     assert StepLabel.objects.get(session=session, index=1).human_completion is None
 
@@ -179,7 +179,9 @@ def test_the_preview_renders_math_as_the_step_will_show_and_refuses_an_unsavable
     preview = client.post("/label/preview/", {"text": "So $x = \\frac{1}{2}$ <b>bold</b>"})
     assert preview.status_code == 200
     html = preview.content.decode()
-    assert "<mfrac>" in html and "<b>" not in html  # math rendered, markup escaped
+    # Math marked for KaTeX, markup escaped.
+    assert '<span class="math" data-display="0">x = \\frac{1}{2}</span>' in html
+    assert "<b>" not in html and "&lt;b&gt;bold&lt;/b&gt;" in html
     assert client.post("/label/preview/", {"text": "x" * 5001}).status_code == 400
     client.logout()
     assert client.post("/label/preview/", {"text": "1"}).status_code == 302  # to the login
@@ -209,11 +211,11 @@ def test_browser_keyboard_writes_the_step_and_it_exports(page, live_server, labe
     page.keyboard.press("Control+a")
     page.keyboard.type(WRITTEN)
     # The math is previewed while typing, before anything is saved, and the box keeps focus.
-    expect(page.locator("#human-completion-live math")).to_have_count(1)
+    expect(page.locator("#human-completion-live .math .katex")).to_have_count(1)
     expect(page.locator("#human-completion")).to_be_focused()
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")
-    expect(page.locator("#human-completion-preview math")).to_have_count(1)
+    expect(page.locator("#human-completion-preview .math .katex")).to_have_count(1)
     expect(page.locator(".htmx-request, .htmx-swapping, .htmx-settling")).to_have_count(0)
     page.keyboard.press("w")
     page.keyboard.press("Escape")  # leave the box: Enter submits the session again

@@ -50,8 +50,8 @@ def test_annotator_sees_progress_and_rendered_guidelines(browser, live_server, u
     Guideline.objects.create(title="Rules", body="Half is $\\frac{1}{2}$; **-1** ends it.")
     page.get_by_role("link", name="Guidelines", exact=True).click()
     page.wait_for_url(f"{live_server.url}/guidelines/")
-    # TeX is rendered as MathML with a visible size, not shown as raw text.
-    fraction = page.locator(".guideline-body math mfrac").first
+    # TeX is drawn by KaTeX with a visible size, not shown as raw text.
+    fraction = page.locator(".guideline-body .katex .mfrac").first
     assert fraction.bounding_box()["height"] > 0
     assert "\\frac" not in page.locator(".guideline-body").inner_text()
     page.screenshot(path=str(ARTIFACTS / "guidelines.png"), full_page=True)

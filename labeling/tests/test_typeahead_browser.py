@@ -127,7 +127,10 @@ def test_a_press_the_server_refuses_is_shown_and_the_rest_are_not_sent(page, liv
     status = page.locator("#rating-status")
     expect(status).to_contain_text("not saved")
     expect(status).to_contain_text("1 later key press")
-    assert messages == ["This session is already finished."]
+    # The session itself is over: the page says so in place, with the way on (no alert()).
+    expect(page.locator("#session-notice")).to_contain_text("This session is already finished.")
+    expect(page.locator("#session-notice a")).to_be_visible()
+    assert messages == []
     assert not StepRating.objects.exists()
 
 

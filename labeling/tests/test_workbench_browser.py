@@ -38,8 +38,8 @@ def test_keyboard_only_labeling_to_solution_renders_math_and_escapes(page, live_
     )
     page.goto(f"{live_server.url}/label/")
     page.wait_for_selector("#steps li[data-active]")
-    # Math is rendered as MathML, not shown as raw TeX.
-    assert page.locator(".problem-text math mfrac").count() == 1
+    # Math is drawn by KaTeX, not shown as raw TeX.
+    assert page.locator(".problem-text .katex .mfrac").count() == 1
     assert "\\frac" not in page.locator(".problem-text").inner_text()
     page.keyboard.press("3")
     wait_rated(page, 1)
@@ -127,7 +127,7 @@ def test_alternatives_of_a_wrong_step_are_rated_by_keyboard_before_found_error(p
     page.keyboard.press("u")
     page.keyboard.press("3")
     wait_rated(page, 3)
-    assert page.locator("li[data-item='s1c2'] math mfrac").count() == 1  # math in alternatives
+    assert page.locator("li[data-item='s1c2'] .katex .mfrac").count() == 1  # math in alternatives
     page.keyboard.press("2")
     wait_rated(page, 4)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -275,19 +275,29 @@ def test_the_api_and_the_workbench_make_the_same_prm800k_line(page, live_server,
     assert api_line == browser_line
 
 
-def test_a_refused_rating_shows_the_reason(page, live_server):
+def test_a_stale_tab_says_so_in_the_page_and_offers_the_next_solution(page, live_server):
+    expect = pytest.importorskip("playwright.sync_api").expect
     add_solution(["Step one.", "# Answer\n\n4"])
     page.goto(f"{live_server.url}/label/")
     page.wait_for_selector("#steps li[data-active]")
     # The lease ran out meanwhile and the session went back to the queue.
     LabelingSession.objects.update(abandoned_at=timezone.now())
-    page.on("dialog", lambda dialog: dialog.dismiss())
-    with (
-        page.expect_event("dialog") as shown,
-        page.expect_response(lambda response: "/rate/" in response.url) as refused,
-    ):
+    alerts = []
+    page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+    with page.expect_response(lambda response: "/rate/" in response.url) as refused:
         page.keyboard.press("3")
-    # The refusal's status, and its sentence shown as it came (plain text, not a page).
+    # The refusal's status, and its sentence shown in the page, not in a bare alert().
     assert refused.value.status == 409
-    assert shown.value.message == LEASE_LAPSED
+    notice = page.get_by_role("alert").filter(has_text=LEASE_LAPSED)
+    expect(notice).to_be_visible()
+    way_on = notice.get_by_role("link", name="Go to the next solution")
+    expect(way_on).to_be_focused()
+    assert alerts == []
+    assert not StepRating.objects.exists()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "workbench-stale-tab.png"))
+    # Keys no longer rate the dead session; the link leads on.
+    page.keyboard.press("2")
+    way_on.click()
+    expect(page.locator("#workbench")).to_be_visible()
     assert not StepRating.objects.exists()

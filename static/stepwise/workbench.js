@@ -8,6 +8,11 @@
 // go to the server one at a time, in order, each naming its item and a sequence number, and
 // each answer re-renders the steps. What the page marks chosen is always what is stored; a
 // press that cannot be applied is said so in #rating-status, never dropped without a word.
+//
+// #rating-status is the page's one live region: it says what changed (a rating stored, the
+// next item), never the whole list again. Focus stays on the active step across every swap
+// (the swapped-out button took it away with it), and a session that ended elsewhere (a lapsed
+// lease, another tab) is said so in the page, with a way on to the next solution.
 (function () {
   "use strict";
   // The submission swaps in the next solution; keys must answer at once after it.
@@ -20,12 +25,13 @@
   let submitting = false; // from Enter until the next solution is in: keys would rate the old one
   let cursor = null; // the item chosen with Backspace/k; null: the next item to rate
   let marks = new Map(); // unsure ticked on an item not rated yet: item key -> flag
+  let closed = false; // the session ended elsewhere: keys no longer rate
 
   function key(step, completion) { return completion ? `s${step}c${completion}` : `s${step}`; }
   function section() { return document.getElementById("steps"); }
   function say(text) {
     const status = document.getElementById("rating-status");
-    if (status) { status.textContent = text; status.hidden = !text; }
+    if (status) status.textContent = text;
   }
 
   // The session as the server last rendered it: every rated item with its rating and flag.
@@ -152,8 +158,12 @@
           li.setAttribute("data-active", "");
           li.scrollIntoView({ block: "nearest" });
         }
+        li.setAttribute("aria-current", "step");
+        li.tabIndex = -1;
       } else {
         li.removeAttribute("data-active");
+        li.removeAttribute("aria-current");
+        li.removeAttribute("tabindex");
       }
       const pending = queue.filter((p) => p.key === itemKey && !p.submit).at(-1);
       li.querySelectorAll(":scope > .rate > button[data-rating]").forEach((button) => {
@@ -167,6 +177,62 @@
     steps.dataset.waiting = String(waiting);
     if (waiting) say(`Saving ${waiting} rating${waiting === 1 ? "" : "s"}…`);
     else if (document.getElementById("rating-status")?.textContent.startsWith("Saving")) say("");
+  }
+
+  // Focus back where the labeler works when a swap took it away: the active step (its
+  // buttons are a Tab away), or the submit button once every item is rated. Never a rating
+  // button itself, where Enter would rate rather than submit.
+  function keepFocus() {
+    const focused = document.activeElement;
+    if (focused && focused !== document.body && focused.isConnected) return;
+    const steps = section();
+    if (!steps) return;
+    const place = steps.querySelector("li[data-active]") || document.getElementById("submit-session") ||
+      steps;
+    if (place === steps) steps.tabIndex = -1;
+    place.focus({ preventScroll: true });
+  }
+
+  function ratingText(rating) { return rating > 0 ? "+1" : String(rating); }
+
+  // What a stored rating changed, for the live region: the rating, then what comes next.
+  function news(press) {
+    let text = `${describe(press.key)} rated ${ratingText(press.rating)}${press.flagged ? ", unsure" : ""}.`;
+    const next = target(predicted());
+    if (document.getElementById("submit-session")) text += " Ready to submit (Enter).";
+    else if (next && next !== press.key) text += ` Now ${describe(next).toLowerCase()} of ${section().dataset.totalSteps}.`;
+    return text;
+  }
+
+  // After a refusal: is the session itself over (lease lapsed, finished in another tab)? The
+  // renew endpoint answers 204 only for an open session of this labeler.
+  async function checkOpen(reason) {
+    const workbench = document.getElementById("workbench");
+    if (!workbench || !workbench.dataset.renewUrl) return;
+    let open = true;
+    try {
+      const response = await fetch(workbench.dataset.renewUrl, {
+        method: "POST", credentials: "same-origin",
+        headers: { "X-CSRFToken": csrfToken(), "HX-Request": "true" },
+      });
+      open = response.status === 204;
+    } catch (error) {
+      return; // offline: the status line already says the rating was not saved
+    }
+    if (!open) showClosed(reason);
+  }
+
+  function showClosed(reason) {
+    const notice = document.getElementById("session-notice");
+    if (!notice) return;
+    closed = true;
+    queue.length = 0;
+    document.getElementById("session-notice-text").textContent = reason;
+    notice.hidden = false;
+    const steps = section();
+    if (steps) steps.inert = true;
+    document.querySelector(".finish-other")?.setAttribute("inert", "");
+    notice.querySelector("a").focus();
   }
 
   function csrfToken() {
@@ -219,6 +285,8 @@
         queue.shift();
         if (window.htmx) window.htmx.process(fresh);
         render();
+        keepFocus();
+        if (!queue.some((p) => !p.submit)) say(news(press));
       }
     } finally {
       sending = false;
@@ -233,12 +301,11 @@
     queue.length = 0;
     cursor = null;
     submitting = false;
-    const rating = press.rating > 0 ? "+1" : String(press.rating);
-    let text = `${describe(press.key)} ${rating} not saved: ${reason}`;
+    let text = `${describe(press.key)} ${ratingText(press.rating)} not saved: ${reason}`;
     if (later) text += ` ${later} later key press${later === 1 ? " was" : "es were"} not sent.`;
     render();
     say(text);
-    window.alert(reason);
+    checkOpen(reason);
   }
 
   // Enter: submit now, or once the ratings on their way are answered.
@@ -268,6 +335,7 @@
       return;
     }
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
+    if (closed) return; // the notice's link is the way on
     const known = event.key in ratingKeys || ["u", "Backspace", "k", "Enter"].includes(event.key);
     if (known && submitting) {
       say("Submitting: wait for the next solution.");
@@ -333,16 +401,30 @@
       cursor = null;
       marks = new Map();
       queue.length = 0;
+      closed = false;
+      render();
+      focusWork();
+      return;
     }
     render();
+    keepFocus();
   });
   document.addEventListener("htmx:responseError", (event) => {
     // A refused submission (e.g. the session ended in another tab) is shown, not swallowed.
     submitting = false;
-    window.alert(event.detail.xhr.responseText);
+    const reason = event.detail.xhr.responseText;
+    say(reason);
+    checkOpen(reason);
   });
   document.addEventListener("htmx:sendError", () => { submitting = false; });
 
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", render);
-  else render();
+  // A new solution (page load, or swapped in after a submission): start on its active step.
+  function focusWork() {
+    const active = section()?.querySelector("li[data-active]");
+    if (active) active.focus({ preventScroll: true });
+  }
+
+  function start() { render(); focusWork(); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();

@@ -134,6 +134,37 @@ def test_the_list_shows_each_generation_and_the_nav_links_to_it(client, generati
     assert reverse("generation-list") in client.get(reverse("home")).content.decode()
 
 
+def test_the_pages_poll_so_a_new_generation_and_new_labels_show_without_a_reload(
+    client, generation, login, make_labeler
+):
+    login("researcher")
+    page = client.get(reverse("generation-list")).content.decode()
+    table_url = reverse("generation-table")
+    assert f'hx-get="{table_url}" hx-trigger="every 5s"' in page
+    # A worker publishes generation 4 while the page is open: the next poll shows it.
+    Generation.objects.create(number=4, params={"strategy": "uniform"})
+    table = client.get(table_url).content.decode()
+    assert 'id="generation-table"' in table
+    assert 'data-generation="4"' in table and "<html" not in table
+
+    detail_url = reverse("generation-detail", args=[generation.pk])
+    assert f'hx-get="{detail_url}?part=progress"' in client.get(detail_url).content.decode()
+    # A second labeler submits one more: the polled part counts it.
+    solution = Solution.objects.filter(generation=generation, is_quality_control=False)[1]
+    now = timezone.now()
+    LabelingSession.objects.create(
+        labeler=make_labeler("lab2"),
+        solution=solution,
+        generation=generation,
+        started_at=now,
+        submitted_at=now,
+        total_time=1000,
+        finish_reason="solution",
+    )
+    progress = client.get(detail_url, {"part": "progress"}).content.decode()
+    assert "2 of 4 labeled (50%); 3 labels submitted." in progress and "<html" not in progress
+
+
 FORM = {
     "strategy": "uniform",
     "batch_size": 20,
