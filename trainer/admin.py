@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 
 from annotate.errors import DomainError
 from trainer import model_versions, runs
-from trainer.models import ModelVersion, TrainingRun
+from trainer.models import LocalModel, ModelVersion, TrainingRun
 
 
 @admin.register(TrainingRun)
@@ -47,3 +47,16 @@ class ModelVersionAdmin(admin.ModelAdmin):
             return
         version = model_versions.activate_model_version(model_version_id=queryset.get().pk)
         self.message_user(request, f"{version} is now active.")
+
+
+@admin.register(LocalModel)
+class LocalModelAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "architecture", "parameter_count", "path", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["name", "path"]
+    # Records come from the disk (`register_models`, `convert_gguf`); only the name is a
+    # label of the researcher's choosing. Deleting a record leaves the files alone.
+    readonly_fields = ["kind", "path", "architecture", "parameter_count", "created_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False

