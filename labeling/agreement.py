@@ -187,9 +187,15 @@ class Figures:
 
 
 def figures(
-    labels_by_solution: dict[int, list[Label]], *, labeler_id: int | None = None
+    labels_by_solution: dict[int, list[Label]],
+    *,
+    labeler_id: int | None = None,
+    units: list[list[tuple[int, int]]] | None = None,
 ) -> Figures:
-    """Agreement over the given solutions' labels; with `labeler_id`, that labeler's."""
+    """Agreement over the given solutions' labels; with `labeler_id`, that labeler's.
+
+    `units`: the alpha's units of these labels when the caller already has them (`_units`).
+    """
     result = Figures()
     for labels in labels_by_solution.values():
         pairs = [
@@ -208,7 +214,8 @@ def figures(
             for index in a.ratings.keys() & b.ratings.keys():
                 result.step_pairs += 1
                 result.steps_agreed += a.ratings[index] == b.ratings[index]
-    result.alpha = krippendorff_alpha(_units(labels_by_solution), labeler_id=labeler_id)
+    units = _units(labels_by_solution) if units is None else units
+    result.alpha = krippendorff_alpha(units, labeler_id=labeler_id)
     return result
 
 
@@ -218,24 +225,32 @@ class GenerationAgreement:
     figures: Figures
 
 
-def agreement_by_generation() -> list[GenerationAgreement]:
-    """Agreement between labelers within each generation that has overlapping labels."""
+def agreement_by_generation(
+    labels: dict[int, list[Label]] | None = None,
+) -> list[GenerationAgreement]:
+    """Agreement between labelers within each generation that has overlapping labels
+    (`labels`: `overlapping_labels()`, when the caller has read them already)."""
     grouped: dict[int | None, dict[int, list[Label]]] = defaultdict(dict)
-    for solution_id, labels in overlapping_labels().items():
-        grouped[labels[0].generation_id][solution_id] = labels
+    for solution_id, group in (overlapping_labels() if labels is None else labels).items():
+        grouped[group[0].generation_id][solution_id] = group
     generations = Generation.objects.in_bulk([pk for pk in grouped if pk is not None])
     rows = [
-        GenerationAgreement(generation=generations.get(pk), figures=figures(labels))
-        for pk, labels in grouped.items()
+        GenerationAgreement(generation=generations.get(pk), figures=figures(by_solution))
+        for pk, by_solution in grouped.items()
     ]
     return sorted(rows, key=lambda row: row.generation.number if row.generation else -(10**9))
 
 
-def agreement_by_labeler() -> dict[int, Figures]:
-    """Labeler id -> their agreement with the other labelers of the same solutions."""
-    labels = overlapping_labels()
-    labeler_ids = {label.labeler_id for group in labels.values() for label in group}
-    return {pk: figures(labels, labeler_id=pk) for pk in labeler_ids}
+def agreement_by_labeler(labels: dict[int, list[Label]] | None = None) -> dict[int, Figures]:
+    """Labeler id -> their agreement with the other labelers of the same solutions
+    (`labels`: `overlapping_labels()`, when the caller has read them already)."""
+    labels = overlapping_labels() if labels is None else labels
+    units = _units(labels)  # alpha's expected disagreement is everyone's: computed once
+    mine: dict[int, dict[int, list[Label]]] = defaultdict(dict)
+    for solution_id, group in labels.items():
+        for label in group:
+            mine[label.labeler_id][solution_id] = group
+    return {pk: figures(theirs, labeler_id=pk, units=units) for pk, theirs in mine.items()}
 
 
 # --- one label per solution for training ------------------------------------------------------

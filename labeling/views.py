@@ -246,12 +246,13 @@ def renew(request: HttpRequest, session_id: int) -> HttpResponse:
 def quality_dashboard(request: HttpRequest) -> HttpResponse:
     if not can_view_quality(request.user):
         raise PermissionDenied("The quality page is for researchers and admins.")
-    between = agreement.agreement_by_labeler()
+    overlapping = agreement.overlapping_labels()
+    between = agreement.agreement_by_labeler(overlapping)
     context = {
         "labelers": [
             (figures, between.get(figures.labeler_id)) for figures in quality.labeler_figures()
         ],
-        "by_generation": agreement.agreement_by_generation(),
+        "by_generation": agreement.agreement_by_generation(overlapping),
         "can_manage": can_manage_labelers(request.user),
     }
     return render(request, "labeling/quality.html", context)
