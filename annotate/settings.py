@@ -220,6 +220,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Sampling runs reuse the training runs' statuses: one enum in the schema, one name.
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "trainer.models.TrainingRun.Status"},
 }
 
 # Uploads: a PRM800K file is large but finite; anything bigger is refused before it is read.
@@ -332,6 +334,18 @@ PRM_SCORE_CHUNK = int(os.environ.get("PRM_SCORE_CHUNK", "2000"))
 # is taken as dead (its worker was killed) and marked failed.
 PRM_HEARTBEAT_SECONDS = float(os.environ.get("PRM_HEARTBEAT_SECONDS", "15"))
 PRM_RUN_STALE_SECONDS = float(os.environ.get("PRM_RUN_STALE_SECONDS", "300"))
+
+# Generators (trainer/generators): what samples solutions, proposes live steps and rolls out
+# step prefixes. With GENERATOR_BASE_URL set, an OpenAI-compatible server (vLLM, SGLang,
+# llama.cpp's server, `transformers serve`, a hosted API; the URL ends in /v1) serving
+# GENERATOR_MODEL; without it, the local model of that name (trainer.LocalModel) on the worker.
+# The key is read here only and never stored with what a generator made.
+GENERATOR_BASE_URL = os.environ.get("GENERATOR_BASE_URL", "")
+GENERATOR_MODEL = os.environ.get("GENERATOR_MODEL", "")
+GENERATOR_API_KEY = os.environ.get("GENERATOR_API_KEY", "")
+GENERATOR_TIMEOUT_SECONDS = float(os.environ.get("GENERATOR_TIMEOUT_SECONDS", "300"))
+# Requests a sampling run keeps in flight at once against a server (a local model runs one).
+GENERATOR_CONCURRENCY = int(os.environ.get("GENERATOR_CONCURRENCY", "8"))
 
 # Active learning (trainer/selection.py, queued by trainer/pipeline.py): how the next
 # generation of solutions is chosen.

