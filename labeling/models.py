@@ -58,10 +58,24 @@ class Generation(models.Model):
         "trainer.ModelVersion", null=True, blank=True, on_delete=models.SET_NULL
     )
     params = models.JSONField(default=dict, blank=True)
+
+    class Mode(models.TextChoices):
+        # PRM800K phase 2: labelers rate the steps of solutions already in the pool.
+        RATE = "rate", "Rate given solutions"
+        # PRM800K phase 1: a generator proposes next steps live; the labeler rates them,
+        # chooses one to continue from, or writes their own.
+        LIVE = "live", "Live proposals"
+
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.RATE)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["number"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(mode__in=["rate", "live"]), name="generation_mode_known"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"generation {self.number}"
@@ -157,6 +171,16 @@ class Solution(models.Model):
     selection_reason = models.CharField(
         max_length=32, choices=SelectionReason.choices, blank=True, help_text="Why it was selected."
     )
+    # Set for solutions a generator wrote inside stepwise: the run records the model and the
+    # sampling settings (`source` names the model too, as for imported solutions).
+    sampling_run = models.ForeignKey(
+        "trainer.SamplingRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="solutions",
+        help_text="The sampling run that wrote it.",
+    )
     meta = models.JSONField(default=dict, blank=True, help_text="Import keys not modelled.")
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -193,6 +217,12 @@ class Solution(models.Model):
 
     def save(self, *args, **kwargs):
         self.content_hash = solution_digest(steps=self.steps, answer=self.answer)
+        trajectory = (self.meta or {}).get("trajectory")
+        if trajectory:
+            # A live (phase-1) trajectory is one labeler's path, not a candidate to share:
+            # two labelers may take the same path, and every path starts empty. Its token
+            # keeps it apart from every other solution of the problem.
+            self.content_hash = text_digest(f"{self.content_hash}:{trajectory}")
         super().save(*args, **kwargs)
 
     def clean(self) -> None:

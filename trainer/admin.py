@@ -3,8 +3,8 @@
 from django.contrib import admin, messages
 
 from annotate.errors import DomainError
-from trainer import model_versions, runs
-from trainer.models import LocalModel, ModelVersion, TrainingRun
+from trainer import model_versions, runs, sampling
+from trainer.models import LocalModel, ModelVersion, RolloutLabel, SamplingRun, TrainingRun
 
 
 @admin.register(TrainingRun)
@@ -57,6 +57,38 @@ class LocalModelAdmin(admin.ModelAdmin):
     # Records come from the disk (`register_models`, `convert_gguf`); only the name is a
     # label of the researcher's choosing. Deleting a record leaves the files alone.
     readonly_fields = ["kind", "path", "architecture", "parameter_count", "created_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(SamplingRun)
+class SamplingRunAdmin(admin.ModelAdmin):
+    list_display = ["id", "purpose", "status", "samples", "stored", "requested_by", "created_at"]
+    list_filter = ["status", "purpose"]
+    date_hierarchy = "created_at"
+    actions = ["cancel_runs"]
+    # A record of what happened; only trainer.sampling changes it (start it from /sampling/).
+    readonly_fields = [field.name for field in SamplingRun._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Cancel the selected sampling runs")
+    def cancel_runs(self, request, queryset):
+        for run in queryset.filter(status__in=SamplingRun.LIVE):
+            try:
+                sampling.cancel_sampling_run(run_id=run.pk)
+            except DomainError as exc:
+                self.message_user(request, str(exc), messages.WARNING)
+
+
+@admin.register(RolloutLabel)
+class RolloutLabelAdmin(admin.ModelAdmin):
+    list_display = ["id", "solution", "index", "rollouts", "reached", "sampling_run", "created_at"]
+    list_filter = ["sampling_run"]
+    raw_id_fields = ["solution", "sampling_run"]
+    readonly_fields = [field.name for field in RolloutLabel._meta.fields]
 
     def has_add_permission(self, request) -> bool:
         return False

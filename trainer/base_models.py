@@ -1,4 +1,5 @@
-"""Where a training run's backbone may come from: a checkpoint directory inside PRM_MODEL_DIR.
+"""Where a training run's backbone may come from: a checkpoint directory inside PRM_MODEL_DIR,
+named by its path or by the name of its LocalModel record (`trainer.local_models`).
 
 A run's `base_model` is input from a researcher (the form, the API), and the GPU worker hands
 it to transformers' `from_pretrained`, which takes a local path or a hub id. So it is checked
@@ -9,6 +10,12 @@ there would tell a caller which files exist. On the worker (`resolve_base_model`
 directory is resolved, symbolic links included, and must still lie inside PRM_MODEL_DIR and
 hold a `config.json`. The worker also runs with the hub offline (annotate/celery.py), so no
 name can ever reach it.
+
+A name (anything that is not an absolute path) must be a recorded checkpoint model: records
+are database rows, not the worker's disk, so checking them tells a caller nothing about files.
+Where the run is requested the name becomes its record's path (`check_base_model` returns
+it), so the run's stored parameters say which directory it trained from, and the worker
+resolves that path like any other.
 
 The operator's own PRM_BASE_MODEL (the default backbone) is configuration, not input: it may
 lie anywhere on the worker, but it too must be a local checkpoint directory.
@@ -36,12 +43,37 @@ def refusal() -> str:
     # One sentence for every refusal at request time: a hub id, a path outside, a path with
     # "..", a file that exists or not; nothing in it depends on the disk.
     return (
-        "base_model must be the absolute path of a checkpoint directory inside "
-        f"PRM_MODEL_DIR ({_root()}); hub ids and other places are not loaded."
+        "base_model must be the name of a recorded checkpoint model or the absolute path of "
+        f"a checkpoint directory inside PRM_MODEL_DIR ({_root()}); hub ids and other places "
+        "are not loaded."
     )
 
 
+def _recorded_checkpoint(name: str):
+    from trainer.models import LocalModel
+
+    model = LocalModel.objects.filter(name=name).first()
+    if model is None:
+        raise BaseModelRefused(refusal())
+    if model.kind != LocalModel.Kind.CHECKPOINT:
+        raise BaseModelRefused(
+            f"The model {model.name} is a {model.get_kind_display()}, not a checkpoint "
+            "directory: convert it first (`manage.py convert_gguf`)."
+        )
+    return model
+
+
 def check_base_model(value: str) -> str:
+    """The absolute path `value` names: `value` itself when it is a place inside
+    PRM_MODEL_DIR (judged by its text alone), or the directory of the recorded checkpoint
+    model named `value`; else refused."""
+    if not os.path.isabs(value) and len(value) <= MAX_LENGTH and "\x00" not in value:
+        model = _recorded_checkpoint(value)
+        return check_path(os.path.normpath(os.path.abspath(_root() / model.path)))
+    return check_path(value)
+
+
+def check_path(value: str) -> str:
     """`value` if it names a place inside PRM_MODEL_DIR, by its text alone; else refused."""
     if (
         len(value) > MAX_LENGTH
@@ -64,7 +96,7 @@ def resolve_base_model(value: str | None) -> str | None:
     of PRM_MODEL_DIR is refused like any other place) or, when empty, PRM_BASE_MODEL.
     """
     if value:
-        check_base_model(value)
+        check_path(value)
         root = _root().resolve()
         path = Path(value).resolve()
         if not path.is_relative_to(root) or path == root:

@@ -12,6 +12,13 @@ imports both work: the chosen completion when it matches the solution's step, el
 completion whose text is that step (completion 0 in phase 2). A phase-1 step the labeler
 wrote themselves (`human_completion`) counts as +1 unless it carries an integer
 `corrected_rating`.
+
+Rollout labels (`trainer.rollouts`) are a label source of their own: a solution with them
+gives one rollout example per run used, never merged into its human labels. With the hard
+estimate its labels are +1/-1, cut after the first -1 like a human label; with the soft one
+every step carries `targets` (p(+1) = the share of rollouts that reached the answer, p(-1)
+the rest) and `labels` hold the hard estimate for the metrics. `build_training_examples`
+takes what a run's parameters choose: human, rollout or both.
 """
 
 import hashlib
@@ -35,6 +42,12 @@ class Example:
     problem: str
     steps: list[str]  # up to and including the first -1
     labels: list[int]  # -1 / 0 / 1 per step
+    # Rollout examples only (the defaults are a human example's, and are left out of the
+    # snapshot hash so that human data hashes as it always did):
+    source: str = "human"  # "human" | "rollout"
+    targets: list[float] | None = None  # soft estimate: p(+1) per step; p(-1) = 1 - it
+    weight: float = 1.0  # weight of the example in the loss
+    sampling_run_id: int | None = None  # the sampling run whose rollout labels these are
 
 
 def build_examples(
@@ -81,6 +94,116 @@ def build_examples(
                 steps=labels.get(pk, []),
             )
     return examples
+
+
+def build_training_examples(*, params) -> list[Example]:
+    """The examples a training run's parameters (`TrainingParams`) choose: human ones (in
+    session order), then rollout ones (in solution order), or both."""
+    examples: list[Example] = []
+    if params.label_source in ("human", "both"):
+        examples += build_examples(
+            include_quality_control=params.include_quality_control,
+            include_screening=params.include_screening,
+            generation_min=params.generation_min,
+            generation_max=params.generation_max,
+        )
+    if params.label_source in ("rollout", "both"):
+        examples += rollout_examples(
+            estimate=params.rollout_estimate,
+            weight=params.rollout_weight if params.label_source == "both" else 1.0,
+            run_id=params.rollout_run,
+            include_quality_control=params.include_quality_control,
+            include_screening=params.include_screening,
+            generation_min=params.generation_min,
+            generation_max=params.generation_max,
+        )
+    return examples
+
+
+def rollout_examples(
+    *,
+    estimate: str = "hard",
+    weight: float = 1.0,
+    run_id: int | None = None,
+    include_quality_control: bool = True,
+    include_screening: bool = False,
+    generation_min: int | None = None,
+    generation_max: int | None = None,
+) -> list[Example]:
+    """One example per solution with rollout labels: `run_id`'s labels, or else those of the
+    latest sampling run that labeled it. Labels count from step 0 without a gap; a gap ends
+    them. The filters mean what they mean for sessions, read on the solution."""
+    from trainer.rollouts import latest_run_labels, rollout_labels_of
+
+    if estimate not in ("hard", "soft"):
+        raise ValueError(f"Unknown rollout estimate {estimate!r}: use hard or soft.")
+    solutions = Solution.objects.filter(rollout_labels__isnull=False)
+    if run_id is not None:
+        solutions = solutions.filter(rollout_labels__sampling_run_id=run_id)
+    if not include_quality_control:
+        solutions = solutions.filter(is_quality_control=False)
+    if not include_screening:
+        solutions = solutions.filter(is_screening=False).exclude(generation__number=-1)
+    if generation_min is not None:
+        solutions = solutions.filter(generation__number__gte=generation_min)
+    if generation_max is not None:
+        solutions = solutions.filter(generation__number__lte=generation_max)
+    ids = sorted(set(solutions.values_list("pk", flat=True)))
+    examples: list[Example] = []
+    for start in range(0, len(ids), SESSION_CHUNK):
+        chunk = ids[start : start + SESSION_CHUNK]
+        labels = rollout_labels_of(chunk, run=run_id)
+        rows = Solution.objects.filter(pk__in=chunk).order_by("pk")
+        for pk, problem_id, problem, steps in rows.values_list(
+            "pk", "problem_id", "problem__text", "steps"
+        ):
+            chosen = latest_run_labels(labels.get(pk, {}))
+            if chosen is None:
+                continue
+            used_run, by_index = chosen
+            example = _rollout_example(
+                problem_id=problem_id,
+                solution_id=pk,
+                problem=problem,
+                steps=steps,
+                labels=by_index,
+                estimate=estimate,
+                weight=weight,
+                run_id=used_run,
+            )
+            if example is not None:
+                examples.append(example)
+    return examples
+
+
+def _rollout_example(
+    *, problem_id, solution_id, problem, steps, labels, estimate, weight, run_id
+) -> Example | None:
+    texts: list[str] = []
+    hard: list[int] = []
+    soft: list[float] = []
+    for index, text in enumerate(steps):
+        label = labels.get(index)
+        if label is None:
+            break
+        texts.append(text)
+        hard.append(label.hard)
+        soft.append(label.soft)
+        if estimate == "hard" and label.hard == -1:
+            break
+    if not texts:
+        return None
+    return Example(
+        problem_id=problem_id,
+        solution_id=solution_id,
+        problem=problem,
+        steps=texts,
+        labels=hard,
+        source="rollout",
+        targets=soft if estimate == "soft" else None,
+        weight=float(weight),
+        sampling_run_id=run_id,
+    )
 
 
 def _solution_steps(solution_ids: list[int]) -> dict[int, list[str]]:
@@ -203,8 +326,10 @@ def split_by_problem(
 def snapshot_hash(examples: list[Example]) -> str:
     """sha256 of the examples in order: equal data, equal hash, on any machine."""
     digest = hashlib.sha256()
+    defaults = {"source": "human", "targets": None, "weight": 1.0, "sampling_run_id": None}
     for example in examples:
-        line = json.dumps(asdict(example), sort_keys=True, ensure_ascii=False)
+        row = {k: v for k, v in asdict(example).items() if k not in defaults or v != defaults[k]}
+        line = json.dumps(row, sort_keys=True, ensure_ascii=False)
         digest.update(line.encode("utf-8") + b"\n")
     return digest.hexdigest()
 

@@ -5,9 +5,11 @@ from dataclasses import fields
 
 from django import forms
 from django.conf import settings
+from django.utils.html import format_html, format_html_join
 
 from labeling.services.overlap import MAX_OVERLAP_LABELERS
 from trainer.base_models import BaseModelRefused, check_base_model
+from trainer.models import LocalModel
 from trainer.params import InvalidParams, TrainingParams, default_of, value_type
 from trainer.selection import STRATEGIES
 
@@ -32,6 +34,20 @@ def _form_field(f) -> forms.Field:
     return number(min_value=meta["low"], max_value=meta["high"], initial=default, **common)
 
 
+class SuggestingInput(forms.TextInput):
+    """A text input with a <datalist> of suggestions: the value may be one of them or not."""
+
+    def __init__(self, *, options: list[str], attrs: dict | None = None) -> None:
+        super().__init__(attrs)
+        self.options = options
+
+    def render(self, name, value, attrs=None, renderer=None):
+        list_id = f"{name}-options"
+        html = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
+        options = format_html_join("", '<option value="{}">', ((o,) for o in self.options))
+        return format_html('{}<datalist id="{}">{}</datalist>', html, list_id, options)
+
+
 class TrainingRunForm(forms.Form):
     """The TrainingParams fields marked `form=True`; the others keep their defaults."""
 
@@ -40,6 +56,15 @@ class TrainingRunForm(forms.Form):
         for f in fields(TrainingParams):
             if f.metadata["form"]:
                 self.fields[f.name] = _form_field(f)
+        # The recorded checkpoints are offered by name; a path inside PRM_MODEL_DIR still works.
+        names = list(
+            LocalModel.objects.filter(kind=LocalModel.Kind.CHECKPOINT).values_list(
+                "name", flat=True
+            )
+        )
+        self.fields["base_model"].widget = SuggestingInput(options=names)
+        if names:
+            self.fields["base_model"].help_text += f" Recorded: {', '.join(names)}."
 
     def clean_base_model(self) -> str:
         value = (self.cleaned_data["base_model"] or "").strip()

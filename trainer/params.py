@@ -8,7 +8,7 @@ This module imports no torch: the web process reads it to draw a form.
 """
 
 import math
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from annotate.errors import Invalid
@@ -17,6 +17,10 @@ from trainer.base_models import BaseModelRefused, check_base_model
 SCHEDULES = ("cosine", "linear", "constant")
 # Solution score from step scores; trainer.prm.AGGREGATIONS implements each of these.
 AGGREGATIONS = ("product", "min", "last")
+# Which labels a run trains on (trainer.dataset.build_training_examples): human ratings,
+# rollout labels (trainer.rollouts), or both, each solution giving one example of each.
+LABEL_SOURCES = ("human", "rollout", "both")
+ROLLOUT_ESTIMATES = ("hard", "soft")
 
 
 class InvalidParams(Invalid):
@@ -54,6 +58,34 @@ class TrainingParams:
     # Generation numbers are stored in a 32-bit column; screening is -1.
     generation_min: int | None = _param(None, label="From generation", low=-1, high=2**31 - 1)
     generation_max: int | None = _param(None, label="To generation", low=-1, high=2**31 - 1)
+    label_source: str = _param(
+        "human",
+        label="Label source",
+        help="Human ratings, rollout labels (Math-Shepherd estimates), or both.",
+        choices=LABEL_SOURCES,
+    )
+    rollout_estimate: str = _param(
+        "hard",
+        label="Rollout estimate",
+        help="hard: +1 when some rollout reached the answer, else -1 (cut after the first -1); "
+        "soft: the share that reached it, as the target p(+1), on every step.",
+        choices=ROLLOUT_ESTIMATES,
+    )
+    rollout_weight: float = _param(
+        1.0,
+        label="Rollout weight",
+        help="Weight of rollout examples in the loss beside human ones (human examples weigh 1).",
+        low=0,
+        high=10,
+        low_open=True,
+    )
+    rollout_run: int | None = _param(
+        None,
+        label="Rollout sampling run",
+        help="Use this sampling run's rollout labels; empty for each solution's latest.",
+        low=1,
+        high=2**63 - 1,
+    )
     # The loop.
     epochs: int = _param(3, label="Epochs", low=1, high=1000)
     learning_rate: float = _param(3e-4, label="Learning rate", low=0, high=1, low_open=True)
@@ -105,9 +137,9 @@ class TrainingParams:
     base_model: str | None = _param(
         None,
         label="Base model",
-        help="The absolute path of a Hugging Face checkpoint directory inside PRM_MODEL_DIR "
-        "on the GPU worker; empty for the configured default (PRM_BASE_MODEL or the tiny "
-        "built-in model).",
+        help="The name of a recorded checkpoint model, or the absolute path of a Hugging Face "
+        "checkpoint directory inside PRM_MODEL_DIR on the GPU worker; empty for the "
+        "configured default (PRM_BASE_MODEL or the tiny built-in model).",
     )
 
     @classmethod
@@ -130,7 +162,8 @@ class TrainingParams:
         params = cls(**cleaned)
         if params.base_model is not None:
             try:
-                check_base_model(params.base_model)
+                # A recorded model's name becomes its directory's path.
+                params = replace(params, base_model=check_base_model(params.base_model))
             except BaseModelRefused as exc:
                 raise InvalidParams(str(exc)) from None
         low, high = params.generation_min, params.generation_max

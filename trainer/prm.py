@@ -106,12 +106,20 @@ class PRMModule(nn.Module):
         position_ids: torch.Tensor | None = None,
         positions: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        soft: torch.Tensor | None = None,
+        weights: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """(loss, logits) at the selected positions, row-major.
 
         `labels` has the shape of `input_ids`, IGNORE everywhere but at step tags; when given,
         the positions are where labels are set and the loss is their mean cross-entropy.
         Without labels, `positions` (a boolean mask) says where to read the head.
+
+        `soft` and `weights` (float, the shape of `input_ids`; only read at labeled positions)
+        make it `soft_loss`: a position whose `soft` value s is in [0, 1] is trained toward
+        the distribution p(-1) = 1 - s, p(0) = 0, p(+1) = s instead of its label, and each
+        position's cross-entropy counts `weights` times. Without them the loss is exactly the
+        hard one.
         """
         if labels is not None:
             positions = labels != IGNORE
@@ -123,8 +131,52 @@ class PRMModule(nn.Module):
         ).last_hidden_state
         # Only the tag positions go through the head: the rest of the sequence is context.
         logits = self.head(hidden[positions]).float()
-        loss = F.cross_entropy(logits, labels[positions]) if labels is not None else None
+        if labels is None:
+            loss = None
+        elif soft is None and weights is None:
+            loss = F.cross_entropy(logits, labels[positions])
+        else:
+            loss = soft_loss(
+                logits,
+                labels[positions],
+                soft=None if soft is None else soft[positions],
+                weights=None if weights is None else weights[positions],
+            )
         return loss, logits
+
+
+NOT_SOFT = -1.0  # a `soft` value of a position trained on its hard label
+
+
+def soft_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    soft: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Weighted mean cross-entropy of (N, 3) logits against per-row target distributions.
+
+    A row's target is one-hot at its class `labels[i]`, or, where `soft[i]` is in [0, 1]
+    (a rollout label's soft estimate), p(-1) = 1 - soft, p(0) = 0, p(+1) = soft. The mean is
+    sum(w * ce) / sum(w), so an example of weight 2 counts as two of weight 1.
+    """
+    log_probs = logits.float().log_softmax(-1)
+    target = F.one_hot(labels.clamp(min=0), len(CLASSES)).to(log_probs.dtype)
+    if soft is not None:
+        soft = soft.to(log_probs.dtype)
+        is_soft = soft >= 0
+        up = CLASSES.index(1)
+        down = CLASSES.index(-1)
+        distribution = torch.zeros_like(target)
+        distribution[:, up] = soft.clamp(0, 1)
+        distribution[:, down] = 1 - soft.clamp(0, 1)
+        target = torch.where(is_soft[:, None], distribution, target)
+    losses = -(target * log_probs).sum(-1)
+    if weights is None:
+        return losses.mean()
+    weights = weights.to(log_probs.dtype)
+    return (losses * weights).sum() / weights.sum().clamp(min=1e-12)
 
 
 @dataclass
@@ -188,7 +240,9 @@ class PRM:
             tokenizer.add_special_tokens({"additional_special_tokens": [STEP_TAG]})
             if tokenizer.pad_token is None:
                 tokenizer.add_special_tokens({"pad_token": PAD})
-            backbone = AutoModel.from_pretrained(base_model, dtype=torch.float32)
+            backbone = AutoModel.from_pretrained(
+                base_model, config=_plain_config(base_model), dtype=torch.float32
+            )
             if backbone.get_input_embeddings().num_embeddings < len(tokenizer):
                 backbone.resize_token_embeddings(len(tokenizer))
         else:
@@ -390,6 +444,28 @@ class PRM:
 
 
 # --- helpers ------------------------------------------------------------------------------
+
+
+def _plain_config(base_model: str):
+    """The checkpoint's config without a GGUF `quantization_config`.
+
+    A checkpoint converted from a GGUF file (`trainer.local_models.convert_gguf`) holds plain
+    dequantised weights but may keep the GGUF file's quantization config; loaded with it, the
+    model counts as GGUF-quantised and transformers refuses to save it, so a run would train
+    and then fail at the save.
+    """
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(base_model)
+    quantization = getattr(config, "quantization_config", None)
+    method = (
+        quantization.get("quant_method")
+        if isinstance(quantization, dict)
+        else getattr(quantization, "quant_method", None)
+    )
+    if str(method).lower().endswith("gguf"):
+        del config.quantization_config
+    return config
 
 
 def train_tokenizer(corpus: Iterable[str], *, vocab_size: int = TINY_VOCAB):

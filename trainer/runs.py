@@ -353,16 +353,14 @@ def _train(run: TrainingRun, recorder: RunRecorder):
     # this disk, and a link inside PRM_MODEL_DIR may point out of it.
     base_model = resolve_base_model(params.base_model)
     snapshot_at = timezone.now()
-    examples = dataset.build_examples(
-        include_quality_control=params.include_quality_control,
-        include_screening=params.include_screening,
-        generation_min=params.generation_min,
-        generation_max=params.generation_max,
-    )
+    examples = dataset.build_training_examples(params=params)
     if not examples:
-        raise NoTrainingData(
-            "No labeled examples: no submitted labeling session matches this run's data filters."
-        )
+        wanted = {
+            "human": "no submitted labeling session",
+            "rollout": "no rollout label",
+            "both": "neither a submitted labeling session nor a rollout label",
+        }[params.label_source]
+        raise NoTrainingData(f"No labeled examples: {wanted} matches this run's data filters.")
     train, held_out = dataset.split_by_problem(
         examples, eval_fraction=params.eval_fraction, seed=params.seed
     )

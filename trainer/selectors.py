@@ -1,5 +1,6 @@
 """Reads for the researcher pages and the retrain schedule: runs, model versions, the active
-version, inspection of the PRM beside human ratings, and generations of active learning."""
+version, inspection of the PRM beside human ratings and rollout labels, agreement between the
+two label sources, and generations of active learning."""
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Abs
 
+from labeling.agreement import labels_of
 from labeling.models import (
     Generation,
     Labeler,
@@ -33,7 +35,9 @@ from labeling.models import (
     StepRating,
 )
 from labeling.selectors import current_generation, has_submitted_label
-from trainer.models import ModelVersion, TrainingRun
+from trainer import label_sources
+from trainer.models import ModelVersion, RolloutLabel, SamplingRun, TrainingRun
+from trainer.rollouts import rollout_labels_of
 
 
 def submitted_sessions_since(*, since: datetime | None) -> int:
@@ -213,16 +217,38 @@ class HumanRating:
 
 
 @dataclass
+class RolloutEstimate:
+    """One sampling run's rollout label of a step, and how it compares with the human ratings
+    (`agrees`: every rating gives the hard estimate's verdict; None without ratings)."""
+
+    run_id: int
+    label: RolloutLabel | None
+    agrees: bool | None = None
+    soft_error: float | None = None
+
+
+@dataclass
 class InspectedStep:
     index: int
     text: str
     prm_score: float | None
     ratings: list[HumanRating] = field(default_factory=list)
+    rollouts: list[RolloutEstimate] = field(default_factory=list)  # one per inspected run
 
     @property
     def worst(self) -> float | None:
         gaps = [r.disagreement for r in self.ratings if r.disagreement is not None]
         return max(gaps) if gaps else None
+
+
+@dataclass
+class RolloutRunOfSolution:
+    """A sampling run that labeled the solution by rollouts, with its provenance and its
+    agreement with the solution's human labels."""
+
+    run: SamplingRun
+    agreement: label_sources.SourceAgreement
+    url: str | None = None  # the run's page, where one is routed (the view fills it in)
 
 
 @dataclass
@@ -232,6 +258,7 @@ class SolutionInspection:
     sessions: int
     active_version: ModelVersion | None
     neutral_as_positive: bool
+    rollout_runs: list[RolloutRunOfSolution] = field(default_factory=list)
 
     @property
     def scored_by_active(self) -> bool:
@@ -287,14 +314,91 @@ def solution_inspection(*, solution_id: int) -> SolutionInspection:
                 ),
             )
         )
-    sessions = LabelingSession.objects.filter(solution=solution, submitted_at__isnull=False).count()
+    submitted = LabelingSession.objects.filter(solution=solution, submitted_at__isnull=False)
     return SolutionInspection(
         solution=solution,
         steps=steps,
-        sessions=sessions,
+        sessions=submitted.count(),
         active_version=active_model_version(),
         neutral_as_positive=neutral,
+        rollout_runs=_rollout_columns(solution=solution, steps=steps, submitted=submitted),
     )
+
+
+def _rollout_columns(
+    *, solution: Solution, steps: list[InspectedStep], submitted: QuerySet
+) -> list[RolloutRunOfSolution]:
+    """Each sampling run's rollout labels of the solution beside its steps, newest run first."""
+    by_run = rollout_labels_of([solution.pk]).get(solution.pk, {})
+    if not by_run:
+        return []
+    human = labels_of(submitted).get(solution.pk, [])
+    runs = SamplingRun.objects.in_bulk(list(by_run))
+    columns = []
+    for run_id, labels in by_run.items():
+        for step in steps:
+            label = labels.get(step.index)
+            estimate = RolloutEstimate(run_id=run_id, label=label)
+            if label is not None and step.ratings:
+                estimate.agrees = all(
+                    label_sources.step_agrees(rating=r.rating, reached=label.reached)
+                    for r in step.ratings
+                )
+                estimate.soft_error = sum(
+                    label_sources.soft_error(
+                        rating=r.rating, reached=label.reached, rollouts=label.rollouts
+                    )
+                    for r in step.ratings
+                ) / len(step.ratings)
+            step.rollouts.append(estimate)
+        agreement = label_sources.compare(
+            human=human,
+            rollout={i: (label.reached, label.rollouts) for i, label in labels.items()},
+            steps=len(steps),
+        )
+        columns.append(RolloutRunOfSolution(run=runs[run_id], agreement=agreement))
+    return columns
+
+
+@dataclass
+class RolloutRunAgreement:
+    run: SamplingRun
+    labeled: int  # solutions the run labeled
+    agreement: label_sources.SourceAgreement
+    url: str | None = None
+
+
+ROLLOUT_AGREEMENT_RUNS = 20
+
+
+def rollout_agreement(*, limit: int = ROLLOUT_AGREEMENT_RUNS) -> list[RolloutRunAgreement]:
+    """Per rollout sampling run (the `limit` newest that stored labels), how its labels agree
+    with the human labels of the same solutions (`trainer.label_sources`), and overall."""
+    runs = list(
+        SamplingRun.objects.filter(rollout_labels__isnull=False).distinct().order_by("-pk")[:limit]
+    )
+    rows = []
+    for run in runs:
+        solution_ids = list(
+            RolloutLabel.objects.filter(sampling_run=run)
+            .order_by()
+            .values_list("solution_id", flat=True)
+            .distinct()
+        )
+        total = label_sources.SourceAgreement()
+        human = labels_of(
+            LabelingSession.objects.filter(solution_id__in=solution_ids, submitted_at__isnull=False)
+        )
+        labels = rollout_labels_of(human.keys(), run=run)
+        lengths = dict(Solution.objects.filter(pk__in=human.keys()).values_list("pk", "steps"))
+        for solution_id, by_run in labels.items():
+            total += label_sources.compare(
+                human=human[solution_id],
+                rollout={i: (label.reached, label.rollouts) for i, label in by_run[run.pk].items()},
+                steps=len(lengths.get(solution_id) or []),
+            )
+        rows.append(RolloutRunAgreement(run=run, labeled=len(solution_ids), agreement=total))
+    return rows
 
 
 # --- generations: the generation pages -------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Celery shells around trainer.runs, trainer.pipeline and trainer.selection. Routing: training,
-scoring and selection on `gpu`, the periodic check on `default` (CELERY_TASK_ROUTES).
+"""Celery shells around trainer.runs, trainer.pipeline, trainer.selection and trainer.sampling.
+Routing: training, scoring, selection and sampling on `gpu` (a local generator needs the model),
+the periodic check on `default` (CELERY_TASK_ROUTES).
 
 Nothing imports this module: `trainer.pipeline` queues these tasks by name.
 
@@ -27,7 +28,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils import timezone
 
-from trainer import pipeline, runs, selection
+from trainer import pipeline, runs, sampling, selection
 
 
 @shared_task(
@@ -73,6 +74,10 @@ def periodic_retrain_task() -> int | None:
     pipeline.requeue_unfinished_scoring(
         activated_before=timezone.now() - timedelta(seconds=settings.PRM_SCORE_TIME_LIMIT)
     )
+    # A sampling run whose worker died without a restart under its name is found here.
+    sampling.mark_stale_sampling_runs_failed(
+        older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS)
+    )
     run = runs.maybe_start_scheduled_training()
     return run.pk if run else None
 
@@ -91,3 +96,25 @@ def fail_runs_of_dead_workers(sender=None, **kwargs) -> None:
 def finish_interrupted_scoring(sender=None, **kwargs) -> None:
     # A worker killed mid-scoring left part of the pool with the previous version's scores.
     pipeline.requeue_unfinished_scoring()
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=settings.PRM_TRAIN_SOFT_TIME_LIMIT,
+    time_limit=settings.PRM_TRAIN_TIME_LIMIT,
+)
+def sampling_task(self, run_id: int) -> str:
+    # Delivered like training (acks_late, never re-queued when its worker dies): a resumed
+    # run, not a redelivery, is what continues a run whose worker was killed.
+    run = sampling.execute_sampling_run(run_id=run_id, worker_hostname=self.request.hostname or "")
+    return run.status
+
+
+@worker_ready.connect
+def fail_sampling_runs_of_dead_workers(sender=None, **kwargs) -> None:
+    # Marked failed, not re-run: the researcher resumes it, and it does only the items left.
+    sampling.mark_stale_sampling_runs_failed(
+        older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS),
+        worker_hostname=getattr(sender, "hostname", "") or "",
+    )

@@ -6,6 +6,11 @@ multi-GPU when started with `accelerate launch`). On CUDA each micro-batch is pa
 padding-free row (position ids restart per example, a block-diagonal mask keeps examples
 apart); on CPU it is a padded fp32 batch.
 
+Examples may carry soft targets (rollout labels' soft estimate) and a weight (rollout examples
+beside human ones): then the loss is `trainer.prm.soft_loss`, a weighted mean cross-entropy
+against each step's target distribution. Hard examples of weight 1 alone take the plain mean
+cross-entropy, exactly as before those existed.
+
 The loop reads no database: it trains on the examples it is given and scores the best-of-N
 problems it is given (`trainer.dataset` builds both), so it runs the same in a worker, a
 bench or the simulation.
@@ -28,6 +33,7 @@ from trainer.params import SCHEDULES, TrainingParams
 from trainer.prm import (
     AGGREGATIONS,
     IGNORE,
+    NOT_SOFT,
     PRM,
     PRMSettings,
     configure_threads,
@@ -111,6 +117,8 @@ def train_prm(
     encoded = prm.encode_many(
         [e.problem for e in train], [e.steps for e in train], [e.labels for e in train]
     )
+    weighted = any(e.targets is not None or e.weight != 1.0 for e in train)
+    extras = [_extras(row, e) for row, e in zip(encoded, train, strict=True)] if weighted else []
     batch_size = max(1, params.batch_size)
     grad_accum = max(1, params.grad_accum)
     updates_per_epoch = math.ceil(math.ceil(len(encoded) / batch_size) / grad_accum)
@@ -130,6 +138,9 @@ def train_prm(
         }
     )
 
+    # Held-out metrics are measured against human labels when there are some: they are what
+    # a rollout-trained PRM is meant to approach.
+    held_out = [e for e in eval if e.source == "human"] or list(eval)
     epochs: list[dict] = []
     step = 0
     out_of_time = False
@@ -145,6 +156,8 @@ def train_prm(
             for batch in group:
                 rows = [encoded[i] for i in batch]
                 inputs = _packed(rows, attn) if cuda else _padded(rows, prm.pad_id)
+                if weighted:
+                    inputs.update(_extra_inputs([extras[i] for i in batch], packed=cuda))
                 inputs = {k: v.to(accelerator.device) for k, v in inputs.items() if v is not None}
                 with accelerator.autocast():
                     loss, _ = model(**inputs)
@@ -172,7 +185,7 @@ def train_prm(
                 out_of_time = True
                 break
 
-        metrics = evaluate(prm, eval, best_of_n_problems=best_of_n_problems)
+        metrics = evaluate(prm, held_out, best_of_n_problems=best_of_n_problems)
         metrics["train_loss"] = sum(losses) / len(losses) if losses else None
         epochs.append({"epoch": epoch, **metrics})
         emit({"epoch": epoch, "metrics": metrics})
@@ -213,6 +226,33 @@ def _padded(rows, pad_id: int) -> dict:
     input_ids, _ = pad([r.input_ids for r in rows], pad_id)
     labels, _ = pad([r.labels for r in rows], pad_id, fill=IGNORE)
     return {"input_ids": input_ids, "labels": labels}
+
+
+def _extras(row, example: Example) -> tuple[list[float], list[float]]:
+    """(soft, weight) per token of an encoded example: its soft targets at its step tags, in
+    step order (a truncated example keeps the targets of the steps that fit), NOT_SOFT
+    elsewhere; its weight everywhere."""
+    soft = [NOT_SOFT] * len(row.labels)
+    if example.targets is not None:
+        tags = [i for i, label in enumerate(row.labels) if label != IGNORE]
+        for position, target in zip(tags, example.targets, strict=False):
+            soft[position] = float(target)
+    return soft, [float(example.weight)] * len(row.labels)
+
+
+def _extra_inputs(extras: list[tuple[list[float], list[float]]], *, packed: bool) -> dict:
+    if packed:
+        return {
+            "soft": torch.tensor([[v for soft, _ in extras for v in soft]]),
+            "weights": torch.tensor([[v for _, weights in extras for v in weights]]),
+        }
+    width = max(len(soft) for soft, _ in extras)
+    soft = torch.full((len(extras), width), NOT_SOFT)
+    weights = torch.zeros((len(extras), width))
+    for i, (row_soft, row_weights) in enumerate(extras):
+        soft[i, : len(row_soft)] = torch.tensor(row_soft)
+        weights[i, : len(row_weights)] = torch.tensor(row_weights)
+    return {"soft": soft, "weights": weights}
 
 
 def _packed(rows, attn_implementation: str) -> dict:

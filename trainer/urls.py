@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from trainer import views
 
@@ -21,4 +21,5 @@ urlpatterns = [
         views.generation_overlap,
         name="generation-overlap",
     ),
+    path("", include("trainer.sampling_urls")),
 ]

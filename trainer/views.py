@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from annotate.errors import DomainError, http_status
@@ -209,7 +210,17 @@ def solution_inspect(request: HttpRequest, solution_id: int) -> HttpResponse:
         inspection = selectors.solution_inspection(solution_id=solution_id)
     except Solution.DoesNotExist:
         raise Http404("No such solution.") from None
+    for column in inspection.rollout_runs:
+        column.url = _sampling_run_url(column.run.pk)
     return render(request, "trainer/solution_inspect.html", {"inspection": inspection})
+
+
+def _sampling_run_url(run_id: int) -> str | None:
+    # The sampling pages may not be routed in every deployment: no link rather than a 500.
+    try:
+        return reverse("sampling-detail", args=[run_id])
+    except NoReverseMatch:
+        return None
 
 
 @login_required
@@ -221,6 +232,9 @@ def disagreement_list(request: HttpRequest) -> HttpResponse:
         ranked = selectors.disagreements(model_version=version)
         page = Paginator(ranked, DISAGREEMENTS_PER_PAGE).get_page(request.GET.get("page"))
         rows = selectors.with_solutions(rows=page.object_list)
+    source_agreement = selectors.rollout_agreement()
+    for row in source_agreement:
+        row.url = _sampling_run_url(row.run.pk)
     return render(
         request,
         "trainer/disagreement_list.html",
@@ -229,6 +243,7 @@ def disagreement_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "rows": rows,
             "neutral_as_positive": selectors.neutral_as_positive(model_version=version),
+            "source_agreement": source_agreement,
         },
     )
 

@@ -1,0 +1,99 @@
+import socket
+
+from django.core.management.base import BaseCommand, CommandError
+
+from annotate.errors import DomainError
+from trainer import sampling
+from trainer.generators import GeneratorSpec, SamplingSettings
+from trainer.models import SamplingRun
+
+
+def _ids(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(part) for part in text.replace(",", " ").split()]
+    except ValueError:
+        raise CommandError("Ids are whole numbers separated by commas.") from None
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a sampling run in the foreground, recorded like one started from the web: N "
+        "solutions per problem into the pool, or (--rollouts) rollout labels of solutions. "
+        "--resume ID continues a failed or cancelled run."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--samples", type=int, default=4, help="per problem, or per step")
+        parser.add_argument("--problems", help="problem ids, comma-separated")
+        parser.add_argument("--split", default="")
+        parser.add_argument("--subject", default="")
+        parser.add_argument("--level", type=int)
+        parser.add_argument("--limit", type=int, default=100, help="problems the filter takes")
+        parser.add_argument("--rollouts", metavar="SOLUTION_IDS", help="roll out these solutions")
+        parser.add_argument("--backend", choices=["openai", "local"])
+        parser.add_argument("--model", help="served model, or a local model's name")
+        parser.add_argument("--base-url", default="", help="OpenAI-compatible server, .../v1")
+        parser.add_argument("--temperature", type=float)
+        parser.add_argument("--top-p", type=float)
+        parser.add_argument("--max-tokens", type=int)
+        parser.add_argument("--seed", type=int)
+        parser.add_argument("--resume", type=int, metavar="RUN_ID")
+
+    def handle(self, *args, **options):
+        try:
+            if options["resume"]:
+                run = sampling.resume_sampling_run(run_id=options["resume"], enqueue=False)
+            else:
+                run = self._request(options)
+            self.stdout.write(f"Sampling run {run.pk}: {run.items.count()} items.")
+            run = sampling.execute_sampling_run(run_id=run.pk, worker_hostname=socket.gethostname())
+        except DomainError as exc:
+            raise CommandError(str(exc)) from exc
+        done = sampling.progress(run)
+        self.stdout.write(
+            f"Sampling run {run.pk} {run.status}: {done['done']}/{done['total']} items, "
+            f"{run.stored} stored, skipped {run.skipped or {}}."
+        )
+        if run.error:
+            raise CommandError(run.error)
+
+    def _request(self, options) -> SamplingRun:
+        if options["model"]:
+            backend = options["backend"] or ("openai" if options["base_url"] else "local")
+            spec = GeneratorSpec.from_dict(
+                {"backend": backend, "model": options["model"], "base_url": options["base_url"]}
+            )
+        else:
+            spec = GeneratorSpec.from_settings()
+        given = {
+            "temperature": options["temperature"],
+            "top_p": options["top_p"],
+            "max_tokens": options["max_tokens"],
+            "seed": options["seed"],
+        }
+        settings = SamplingSettings.from_dict({k: v for k, v in given.items() if v is not None})
+        solution_ids = _ids(options["rollouts"])
+        problem_ids = None
+        if solution_ids is None:
+            problem_ids = _ids(options["problems"]) or sampling.problem_ids_matching(
+                split=options["split"],
+                subject=options["subject"],
+                level=options["level"],
+                limit=options["limit"],
+            )
+            if not problem_ids:
+                raise CommandError("No problem matches the filter.")
+        purpose = SamplingRun.Purpose.ROLLOUTS if solution_ids else SamplingRun.Purpose.SOLUTIONS
+        return sampling.request_sampling_run(
+            user=None,
+            purpose=purpose,
+            generator=spec,
+            settings=settings,
+            samples=options["samples"],
+            problem_ids=problem_ids,
+            solution_ids=solution_ids,
+            then_select=None,
+            enqueue=False,
+        )

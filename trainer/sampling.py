@@ -1,0 +1,567 @@
+"""Sampling runs: ask a generator for solutions (or rollouts) and keep what it wrote.
+
+A run works through its items (problems, or solutions for rollouts) in position order. Each
+item's output (the solutions it added, or its rollout labels), the item's `done_at` and the
+run's counts are committed in one transaction, so a worker killed mid-run leaves whole items
+only and a resumed run does exactly the items not done. Sample i of item p is drawn with seed
+`seed + p * samples + i`: a resumed run asks for the samples it would have drawn anyway.
+
+Delivery follows training runs (`trainer.runs`): the task is acked late but never re-queued
+when its worker dies; a run whose worker is gone is marked failed (resumable) by
+`mark_stale_sampling_runs_failed`, at worker start and whenever a run is requested or resumed.
+"""
+
+import logging
+import os
+import threading
+import traceback
+import uuid
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from annotate.celery import queue_task
+from annotate.errors import Conflict, DomainError, Invalid, NotFound
+from labeling.grading import grade_answer
+from labeling.models import Problem, Solution, solution_digest
+from trainer import pipeline, selection
+from trainer.generators import (
+    GeneratorSpec,
+    InvalidGenerator,
+    SamplingSettings,
+    open_generator,
+    sample_solutions,
+)
+from trainer.models import LocalModel, RolloutLabel, SamplingRun, SamplingRunItem
+
+logger = logging.getLogger(__name__)
+
+Status = SamplingRun.Status
+Purpose = SamplingRun.Purpose
+
+SAMPLING_TASK = "trainer.tasks.sampling_task"
+
+MAX_SAMPLES = {Purpose.SOLUTIONS: 1024, Purpose.ROLLOUTS: 64}
+# A run is one row per item and a page lists them: beyond this, split the work into runs.
+MAX_ITEMS = 10_000
+# The largest primary key (BigAutoField): a larger id is no row, and PostgreSQL would refuse it.
+MAX_ID = 2**63 - 1
+LOG_TAIL_LINES = 200
+LOG_LINE_CHARS = 500
+STOPPED = "the worker stopped; resume to continue"
+
+
+class InvalidSamplingRun(Invalid):
+    """A sampling request whose purpose, ids, sample count or selection is wrong."""
+
+
+class SamplingRefused(Conflict):
+    """A cancel or resume the run's status does not allow."""
+
+
+class SamplingRunNotFound(NotFound):
+    """No sampling run has this id."""
+
+
+class _Superseded(Exception):
+    """The run is no longer this worker's (marked failed meanwhile, or resumed elsewhere)."""
+
+
+# --- choosing problems ------------------------------------------------------------------------
+
+
+def problem_ids_matching(
+    *, split: str = "", subject: str = "", level: int | None = None, limit: int = 100
+) -> list[int]:
+    """Ids of the good problems a filter names (empty filters match all), lowest first."""
+    problems = Problem.objects.filter(is_bad=False)
+    if split:
+        problems = problems.filter(split=split)
+    if subject:
+        problems = problems.filter(subject=subject)
+    if level is not None:
+        problems = problems.filter(level=level)
+    return list(problems.order_by("pk").values_list("pk", flat=True)[: max(0, limit)])
+
+
+# --- requesting, cancelling, resuming ---------------------------------------------------------
+
+
+def _stale_cutoff() -> datetime:
+    return timezone.now() - timedelta(seconds=django_settings.PRM_RUN_STALE_SECONDS)
+
+
+def _unique(ids: list[int] | None, *, what: str) -> list[int]:
+    if ids is None:
+        return []
+    if not isinstance(ids, list | tuple) or not all(
+        isinstance(i, int) and not isinstance(i, bool) and 0 < i <= MAX_ID for i in ids
+    ):
+        raise InvalidSamplingRun(f"{what} ids are a list of positive whole numbers.")
+    return list(dict.fromkeys(ids))
+
+
+def _check_ids(model, ids: list[int], *, what: str) -> None:
+    found = set(model.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    missing = [i for i in ids if i not in found]
+    if missing:
+        shown = ", ".join(str(i) for i in missing[:10])
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        raise InvalidSamplingRun(f"No {what} with id {shown}{more}.")
+
+
+def _check_generator(spec: GeneratorSpec) -> None:
+    if spec.backend == "local" and not LocalModel.objects.filter(name=spec.model).exists():
+        raise InvalidGenerator(
+            f"No local model is named {spec.model!r}: register it under PRM_MODEL_DIR first."
+        )
+
+
+def request_sampling_run(
+    *,
+    user,
+    purpose: str,
+    generator: GeneratorSpec,
+    settings: SamplingSettings,
+    samples: int,
+    problem_ids: list[int] | None = None,
+    solution_ids: list[int] | None = None,
+    then_select: dict | None = None,
+    enqueue: bool = True,
+) -> SamplingRun:
+    """Record a queued run with one item per problem (or solution), and hand it to a worker
+    once committed.
+
+    Purpose `solutions` takes problem ids and draws `samples` (1..1024) solutions of each;
+    `rollouts` takes solution ids and rolls each step out `samples` (1..64) times.
+    `then_select` (selection parameters, `{}` for the SELECTION_* settings) queues the
+    selection of the next generation once the run succeeds. Raises InvalidSamplingRun,
+    InvalidGenerator, or BrokerUnavailable (the run is then recorded as failed).
+    """
+    if purpose not in Purpose.values:
+        raise InvalidSamplingRun(f"purpose must be one of {', '.join(Purpose.values)}.")
+    if not isinstance(generator, GeneratorSpec) or not isinstance(settings, SamplingSettings):
+        raise InvalidSamplingRun("A generator spec and sampling settings are needed.")
+    _check_generator(generator)
+    high = MAX_SAMPLES[purpose]
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= high:
+        raise InvalidSamplingRun(f"samples must be a whole number from 1 to {high}.")
+    problems = _unique(problem_ids, what="Problem")
+    solutions = _unique(solution_ids, what="Solution")
+    if purpose == Purpose.SOLUTIONS:
+        if solutions or not problems:
+            raise InvalidSamplingRun("A run of solutions takes problem ids, and only those.")
+        ids, model, field = problems, Problem, "problem_id"
+    else:
+        if problems or not solutions:
+            raise InvalidSamplingRun("A run of rollouts takes solution ids, and only those.")
+        if then_select is not None:
+            raise InvalidSamplingRun("Only a run of solutions can select the next generation.")
+        ids, model, field = solutions, Solution, "solution_id"
+    if len(ids) > MAX_ITEMS:
+        raise InvalidSamplingRun(f"At most {MAX_ITEMS} items per run, not {len(ids)}.")
+    _check_ids(model, ids, what=model._meta.verbose_name)
+    if then_select is not None:
+        if not isinstance(then_select, dict):
+            raise InvalidSamplingRun("then_select is an object of selection parameters.")
+        # Checked now so a bad parameter is refused here, not logged after hours of sampling.
+        try:
+            then_select = selection.selection_params(then_select)
+        except (TypeError, ValueError):
+            raise InvalidSamplingRun("then_select holds a parameter of the wrong type.") from None
+
+    mark_stale_sampling_runs_failed(older_than=_stale_cutoff())
+    with transaction.atomic():
+        run = SamplingRun.objects.create(
+            purpose=purpose,
+            requested_by=user,
+            generator=generator.to_dict(),
+            sampling=settings.to_dict(),
+            samples=samples,
+            then_select=then_select,
+            celery_task_id=str(uuid.uuid4()),
+        )
+        SamplingRunItem.objects.bulk_create(
+            [
+                SamplingRunItem(run=run, position=position, **{field: pk})
+                for position, pk in enumerate(ids)
+            ],
+            batch_size=1000,
+        )
+        who = user.username if user else "a command"
+        _log_to_run(run.pk, f"Queued by {who}: {len(ids)} items, {samples} samples each.")
+        if enqueue:
+            transaction.on_commit(partial(_queue, run_id=run.pk))
+    return _queued_or_raise(run.pk)
+
+
+def _queued_or_raise(run_id: int) -> SamplingRun:
+    run = SamplingRun.objects.get(pk=run_id)
+    if run.status == Status.FAILED:
+        raise pipeline.BrokerUnavailable(run.error)
+    return run
+
+
+def _queue(*, run_id: int) -> None:
+    run = SamplingRun.objects.get(pk=run_id)
+    try:
+        queue_task(SAMPLING_TASK, (run.pk,), task_id=run.celery_task_id)
+    except (BrokerError, OSError) as exc:
+        logger.warning("Could not queue %s: %s", run, exc)
+        message = f"Could not queue the sampling run: the task broker is unreachable ({exc})."
+        _finish(run_id, status=Status.FAILED, error=message, only_from=(Status.QUEUED,))
+
+
+def _get(run_id: int) -> SamplingRun:
+    try:
+        return SamplingRun.objects.get(pk=run_id)
+    except SamplingRun.DoesNotExist:
+        raise SamplingRunNotFound(f"No sampling run {run_id}.") from None
+
+
+def cancel_sampling_run(*, run_id: int) -> SamplingRun:
+    """A queued run is cancelled at once; a running one stops after its current item."""
+    run = _get(run_id)
+    now = timezone.now()
+    if SamplingRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
+        status=Status.CANCELLED, cancel_requested=True, finished_at=now
+    ):
+        _log_to_run(run_id, "Cancelled before it started.")
+    elif SamplingRun.objects.filter(pk=run_id, status=Status.RUNNING).update(cancel_requested=True):
+        _log_to_run(run_id, "Cancellation requested; stopping after the current item.")
+    else:
+        run.refresh_from_db()
+        raise SamplingRefused(f"Sampling run {run_id} has already {run.status}.")
+    return SamplingRun.objects.get(pk=run_id)
+
+
+def resume_sampling_run(*, run_id: int, enqueue: bool = True) -> SamplingRun:
+    """Queue a failed or cancelled run again; it does only the items not done yet.
+
+    Raises SamplingRefused for a run that is live or succeeded, BrokerUnavailable when the
+    task cannot be queued (the run is failed again, still resumable).
+    """
+    _get(run_id)
+    mark_stale_sampling_runs_failed(older_than=_stale_cutoff())
+    with transaction.atomic():
+        resumed = SamplingRun.objects.filter(
+            pk=run_id, status__in=(Status.FAILED, Status.CANCELLED)
+        ).update(
+            status=Status.QUEUED,
+            cancel_requested=False,
+            error="",
+            finished_at=None,
+            celery_task_id=str(uuid.uuid4()),
+            worker_hostname="",
+            worker_pid=None,
+            heartbeat_at=None,
+        )
+        if not resumed:
+            run = SamplingRun.objects.get(pk=run_id)
+            raise SamplingRefused(
+                f"Sampling run {run_id} is {run.status}: only a failed or cancelled run resumes."
+            )
+        left = SamplingRunItem.objects.filter(run_id=run_id, done_at__isnull=True).count()
+        _log_to_run(run_id, f"Resumed: {left} items left.")
+        if enqueue:
+            transaction.on_commit(partial(_queue, run_id=run_id))
+    return _queued_or_raise(run_id)
+
+
+def mark_stale_sampling_runs_failed(
+    *, older_than: datetime, worker_hostname: str = ""
+) -> list[int]:
+    """Fail running runs whose worker is gone (resumable); return their ids.
+
+    Gone: the heartbeat is older than `older_than`, or, given the name of a worker that just
+    started, the run ran on a worker of that name whose process no longer exists.
+    """
+    running = SamplingRun.objects.filter(status=Status.RUNNING)
+    stale = set(running.filter(heartbeat_at__lt=older_than).values_list("pk", flat=True))
+    if worker_hostname:
+        for pk, pid in running.filter(worker_hostname=worker_hostname).values_list(
+            "pk", "worker_pid"
+        ):
+            if pid is None or pid == os.getpid() or not _process_alive(pid):
+                stale.add(pk)
+    failed = []
+    for pk in sorted(stale):
+        run = SamplingRun.objects.get(pk=pk)
+        beat = f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S %Z}" if run.heartbeat_at else "none"
+        message = (
+            f"Worker {run.worker_hostname or '(unknown)'} stopped during the run (last "
+            f"heartbeat {beat}): {STOPPED}."
+        )
+        if _finish(pk, status=Status.FAILED, error=message, only_from=(Status.RUNNING,)):
+            logger.warning("Sampling run %s marked failed: %s", pk, message)
+            _log_to_run(pk, message)
+            failed.append(pk)
+    return failed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- executing (the body of the Celery task) --------------------------------------------------
+
+
+class _Heartbeat:
+    """Writes the run's heartbeat on its own thread, so a long item is not taken for a dead
+    worker."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"sampling-{run_id}-heartbeat")
+        self._thread.daemon = True
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._done.set()
+        self._thread.join(timeout=30)
+
+    def _beat(self) -> None:
+        try:
+            while not self._done.wait(django_settings.PRM_HEARTBEAT_SECONDS):
+                try:
+                    SamplingRun.objects.filter(
+                        pk=self.run_id, status=Status.RUNNING, worker_pid=os.getpid()
+                    ).update(heartbeat_at=timezone.now())
+                except Exception:  # a missed beat must never take the run down
+                    logger.exception("Heartbeat of sampling run %s failed", self.run_id)
+                    close_old_connections()
+        finally:
+            connection.close()
+
+
+def execute_sampling_run(*, run_id: int, worker_hostname: str = "") -> SamplingRun:
+    """Work through the items of a queued run not done yet; never raises for the run.
+
+    Only a queued run starts: a redelivered message finds it running or finished and does
+    nothing. Cancellation is honoured between items; a generator that fails fails the run with
+    its message, and the items done stay done.
+    """
+    now = timezone.now()
+    started = SamplingRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
+        status=Status.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        worker_hostname=worker_hostname,
+        worker_pid=os.getpid(),
+    )
+    run = SamplingRun.objects.get(pk=run_id)
+    if not started:
+        logger.info("Sampling run %s is %s, not queued: nothing to do.", run_id, run.status)
+        return run
+    _log_to_run(run_id, f"Started on {worker_hostname or 'this process'} (pid {os.getpid()}).")
+    try:
+        with _Heartbeat(run_id):
+            finished = _work(run)
+    except KeyboardInterrupt:
+        _finish(run_id, status=Status.CANCELLED, error="Interrupted from the keyboard.")
+        raise
+    except _Superseded:
+        logger.warning("Sampling run %s is no longer this worker's; stopped", run_id)
+        return SamplingRun.objects.get(pk=run_id)
+    except Exception as exc:
+        logger.exception("Sampling run %s failed", run_id)
+        _log_to_run(run_id, traceback.format_exc(limit=3))
+        message = str(exc) if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}"
+        _finish(run_id, status=Status.FAILED, error=message)
+        return SamplingRun.objects.get(pk=run_id)
+    if not finished:
+        _log_to_run(run_id, "Stopped: cancelled.")
+        _finish(run_id, status=Status.CANCELLED)
+    elif _finish(run_id, status=Status.SUCCEEDED):
+        run = SamplingRun.objects.get(pk=run_id)
+        _log_to_run(run_id, f"Done: {run.stored} stored, skipped {run.skipped or 'none'}.")
+        if run.then_select is not None:
+            transaction.on_commit(partial(_select_next_generation, run_id=run_id))
+    return SamplingRun.objects.get(pk=run_id)
+
+
+def _work(run: SamplingRun) -> bool:
+    """Do the items left; False when cancelled before the last."""
+    spec = GeneratorSpec.from_dict(run.generator)
+    sampling = SamplingSettings.from_dict(run.sampling)
+    todo = list(
+        SamplingRunItem.objects.filter(run=run, done_at__isnull=True)
+        .order_by("position")
+        .values_list("pk", flat=True)
+    )
+    if not todo:
+        return True
+    handle = _sample_item if run.purpose == Purpose.SOLUTIONS else _roll_out_item
+    generator = open_generator(spec)
+    try:
+        for item_id in todo:
+            if SamplingRun.objects.filter(pk=run.pk, cancel_requested=True).exists():
+                return False
+            item = SamplingRunItem.objects.select_related("problem", "solution__problem").get(
+                pk=item_id
+            )
+            handle(run=run, item=item, generator=generator, settings=sampling)
+    finally:
+        generator.close()
+    return True
+
+
+def _claim(run: SamplingRun) -> SamplingRun:
+    """Inside the item's transaction: lock the run and check it is still this worker's."""
+    locked = SamplingRun.objects.select_for_update().get(pk=run.pk)
+    if locked.status != Status.RUNNING or locked.worker_pid != os.getpid():
+        raise _Superseded()
+    return locked
+
+
+def _complete(
+    *, locked: SamplingRun, item: SamplingRunItem, stored: int, skipped: dict[str, int], line: str
+) -> None:
+    now = timezone.now()
+    SamplingRunItem.objects.filter(pk=item.pk).update(done_at=now, stored=stored)
+    totals = dict(locked.skipped or {})
+    for reason, count in skipped.items():
+        totals[reason] = totals.get(reason, 0) + count
+    SamplingRun.objects.filter(pk=locked.pk).update(
+        stored=locked.stored + stored,
+        skipped=totals,
+        heartbeat_at=now,
+        log_tail=_appended(locked.log_tail, line),
+    )
+
+
+def _sample_item(*, run: SamplingRun, item: SamplingRunItem, generator, settings) -> None:
+    problem = item.problem
+    seed_offset = item.position * run.samples
+    samples = sample_solutions(
+        generator=generator,
+        problem=problem.text,
+        n=run.samples,
+        settings=settings,
+        seed_offset=seed_offset,
+    )
+    # Graded before the transaction opens, which keeps it short.
+    verdicts = [
+        grade_answer(sample.answer, problem.answer) if sample.finished else False
+        for sample in samples
+    ]
+    source = GeneratorSpec.from_dict(run.generator).source
+    seed = settings.seed + seed_offset
+    skipped = {"duplicate": 0, "unfinished": 0}
+    stored = 0
+    with transaction.atomic():
+        locked = _claim(run)
+        seen = set(Solution.objects.filter(problem=problem).values_list("content_hash", flat=True))
+        for index, (sample, correct) in enumerate(zip(samples, verdicts, strict=True)):
+            if not sample.finished:
+                skipped["unfinished"] += 1
+                continue
+            digest = solution_digest(steps=sample.steps, answer=sample.answer)
+            if digest in seen:
+                skipped["duplicate"] += 1
+                continue
+            seen.add(digest)
+            try:
+                # A savepoint: an import may add the same solution between read and write.
+                with transaction.atomic():
+                    Solution.objects.create(
+                        problem=problem,
+                        steps=sample.steps,
+                        answer=sample.answer,
+                        is_correct=correct,
+                        source=source,
+                        sampling_run=run,
+                        meta={"sampling": {"seed": seed + index, "sample": index}},
+                    )
+            except IntegrityError:
+                skipped["duplicate"] += 1
+                continue
+            stored += 1
+        line = (
+            f"Problem {problem.pk} (item {item.position}): {stored} stored, "
+            f"{skipped['duplicate']} duplicate, {skipped['unfinished']} unfinished."
+        )
+        _complete(locked=locked, item=item, stored=stored, skipped=skipped, line=line)
+
+
+def _roll_out_item(*, run: SamplingRun, item: SamplingRunItem, generator, settings) -> None:
+    # Imported here: rollouts are their own module, and only a worker needs them.
+    from trainer.rollouts import estimate_solution
+
+    # Generated outside the transaction: the run's row stays free for heartbeats and cancels.
+    labels = estimate_solution(
+        run=run, solution=item.solution, generator=generator, settings=settings
+    )
+    with transaction.atomic():
+        locked = _claim(run)
+        RolloutLabel.objects.bulk_create(labels)
+        stored = len(labels)
+        line = f"Solution {item.solution_id} (item {item.position}): {stored} rollout labels."
+        _complete(locked=locked, item=item, stored=stored, skipped={}, line=line)
+
+
+def _select_next_generation(*, run_id: int) -> None:
+    """After a run that asked for it succeeded: queue the next generation's selection with the
+    active model version (which scores the new solutions first). Logged, never raised: the run
+    itself succeeded."""
+    run = SamplingRun.objects.get(pk=run_id)
+    try:
+        queued = pipeline.request_generation(params=run.then_select)
+    except DomainError as exc:
+        logger.error("Selection after %s not queued: %s", run, exc)
+        _log_to_run(run_id, f"The next generation was not selected: {exc}")
+        return
+    _log_to_run(
+        run_id,
+        f"Selection of the next generation queued with {queued.model_version} "
+        f"(task {queued.task_id}).",
+    )
+
+
+# --- recording --------------------------------------------------------------------------------
+
+
+def _finish(
+    run_id: int, *, status: str, error: str = "", only_from: tuple[str, ...] = (Status.RUNNING,)
+) -> bool:
+    """Move a live run to a final status; False when it was no longer in `only_from`."""
+    return bool(
+        SamplingRun.objects.filter(pk=run_id, status__in=only_from).update(
+            status=status, error=error, finished_at=timezone.now()
+        )
+    )
+
+
+def _appended(log_tail: str, line: str) -> str:
+    stamp = timezone.now().strftime("%H:%M:%S")
+    new = [f"{stamp} {part[:LOG_LINE_CHARS]}" for part in str(line).splitlines() or [""]]
+    return "\n".join((log_tail.splitlines() + new)[-LOG_TAIL_LINES:])
+
+
+def _log_to_run(run_id: int, line: str) -> None:
+    with transaction.atomic():
+        run = SamplingRun.objects.select_for_update().get(pk=run_id)
+        SamplingRun.objects.filter(pk=run_id).update(log_tail=_appended(run.log_tail, line))
+
+
+def progress(run: SamplingRun) -> dict[str, Any]:
+    """Items done and in all, for pages and the API."""
+    items = SamplingRunItem.objects.filter(run=run)
+    total = items.count()
+    done = items.filter(done_at__isnull=False).count()
+    return {"done": done, "total": total, "percent": round(100 * done / total) if total else 0}

@@ -1,0 +1,106 @@
+"""API representations of sampling runs and of a request to start one."""
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from trainer.generators import GeneratorSpec, SamplingSettings
+from trainer.models import SamplingRun
+from trainer.sampling import MAX_ID, MAX_ITEMS, problem_ids_matching, progress
+from trainer.serializers import GenerationRequestSerializer
+
+
+class ProgressSerializer(serializers.Serializer):
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    percent = serializers.IntegerField()
+
+
+class SamplingRunSerializer(serializers.ModelSerializer):
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = SamplingRun
+        fields = [
+            "id",
+            "purpose",
+            "status",
+            "requested_by",
+            "generator",
+            "sampling",
+            "samples",
+            "then_select",
+            "progress",
+            "stored",
+            "skipped",
+            "log_tail",
+            "error",
+            "cancel_requested",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "heartbeat_at",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, run: SamplingRun) -> dict:
+        return progress(run)
+
+
+class ProblemFilterSerializer(serializers.Serializer):
+    split = serializers.CharField(required=False, allow_blank=True, max_length=32)
+    subject = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    level = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=5)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_ITEMS, default=100)
+
+
+class SamplingRunRequestSerializer(serializers.Serializer):
+    """What to sample (problem ids, a problem filter, or solution ids for rollouts), from which
+    generator (the configured one when left out) and how."""
+
+    purpose = serializers.ChoiceField(choices=SamplingRun.Purpose.choices, default="solutions")
+    problem_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        required=False,
+        max_length=MAX_ITEMS,
+    )
+    problems = ProblemFilterSerializer(
+        required=False, help_text="Choose problems by filter (when problem_ids is left out)."
+    )
+    solution_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
+        required=False,
+        max_length=MAX_ITEMS,
+    )
+    samples = serializers.IntegerField(
+        min_value=1, help_text="Solutions per problem (1..1024), or rollouts per step (1..64)."
+    )
+    generator = serializers.DictField(
+        required=False,
+        help_text="backend (openai|local), model, base_url; left out: GENERATOR_MODEL.",
+    )
+    sampling = serializers.DictField(
+        required=False, default=dict, help_text="temperature, top_p, max_tokens, seed."
+    )
+    then_select = GenerationRequestSerializer(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Selection parameters ({} for the SELECTION_* settings): select the next "
+        "generation with the active model version once the run has succeeded.",
+    )
+
+    def validate(self, data: dict) -> dict:
+        # InvalidGenerator is a domain error: the API's exception handler answers 400 with it.
+        generator = data.get("generator")
+        data["generator"] = (
+            GeneratorSpec.from_dict(generator) if generator else GeneratorSpec.from_settings()
+        )
+        data["settings"] = SamplingSettings.from_dict(data.pop("sampling", None))
+        if data["purpose"] == "solutions" and not data.get("problem_ids"):
+            data["problem_ids"] = problem_ids_matching(**data.pop("problems", {}))
+            if not data["problem_ids"]:
+                raise serializers.ValidationError({"problems": "No problem matches the filter."})
+        data.pop("problems", None)
+        return data

@@ -1,0 +1,138 @@
+"""Researcher pages of sampling runs: start one, watch it, cancel or resume it.
+
+A refusal on the form page is shown on that page, with the status annotate.errors gives its kind.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from annotate.errors import DomainError, http_status
+from labeling.permissions import ADMIN, RESEARCHER, has_role
+from trainer import sampling
+from trainer.models import SamplingRun
+from trainer.sampling_forms import SamplingRunForm
+
+SOLUTIONS_SHOWN = 50
+
+
+def _require_researcher(request: HttpRequest) -> None:
+    if not has_role(request.user, RESEARCHER, ADMIN):
+        raise PermissionDenied("Sampling is for researchers and admins.")
+
+
+def _recent_runs() -> list[SamplingRun]:
+    recent = list(SamplingRun.objects.select_related("requested_by")[:100])
+    for run in recent:
+        run.progress = sampling.progress(run)
+    return recent
+
+
+def _run_or_404(run_id: int) -> SamplingRun:
+    run = SamplingRun.objects.select_related("requested_by").filter(pk=run_id).first()
+    if run is None:
+        raise Http404("No such sampling run.")
+    return run
+
+
+@login_required
+def sampling_list(request: HttpRequest) -> HttpResponse:
+    _require_researcher(request)
+    form = SamplingRunForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                run = sampling.request_sampling_run(
+                    user=request.user,
+                    purpose=form.cleaned_data["purpose"],
+                    generator=form.generator,
+                    settings=form.settings,
+                    samples=form.cleaned_data["samples"],
+                    problem_ids=form.problem_ids,
+                    solution_ids=form.solution_ids,
+                    then_select=form.then_select,
+                )
+            except DomainError as exc:
+                messages.error(request, str(exc))
+                status = http_status(exc)
+            else:
+                return redirect("sampling-detail", run_id=run.pk)
+    recent = _recent_runs()
+    return render(
+        request,
+        "trainer/sampling_list.html",
+        {"runs": recent, "form": form, "live": any(run.is_live for run in recent)},
+        status=status,
+    )
+
+
+@login_required
+def sampling_table(request: HttpRequest) -> HttpResponse:
+    """The runs table alone, polled by htmx while a run is live."""
+    _require_researcher(request)
+    recent = _recent_runs()
+    return render(
+        request,
+        "trainer/_sampling_table.html",
+        {"runs": recent, "live": any(run.is_live for run in recent)},
+    )
+
+
+def _context(run: SamplingRun) -> dict:
+    solutions = run.solutions.select_related("problem").order_by("pk")
+    return {
+        "run": run,
+        "progress": sampling.progress(run),
+        "solutions": solutions[:SOLUTIONS_SHOWN],
+        "solution_count": solutions.count(),
+        "rollout_label_count": run.rollout_labels.count(),
+    }
+
+
+@login_required
+def sampling_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    return render(request, "trainer/sampling_detail.html", _context(_run_or_404(run_id)))
+
+
+@login_required
+def sampling_progress(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The live part of a run page; htmx polls it every 2 s and stops once the run is over."""
+    _require_researcher(request)
+    return render(request, "trainer/_sampling_progress.html", _context(_run_or_404(run_id)))
+
+
+@login_required
+@require_POST
+def sampling_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    _run_or_404(run_id)
+    try:
+        run = sampling.cancel_sampling_run(run_id=run_id)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+    else:
+        if run.status == SamplingRun.Status.CANCELLED:
+            messages.success(request, f"Sampling run {run_id} is cancelled.")
+        else:
+            messages.info(request, f"Sampling run {run_id} stops after its current item.")
+    return redirect("sampling-detail", run_id=run_id)
+
+
+@login_required
+@require_POST
+def sampling_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    _require_researcher(request)
+    _run_or_404(run_id)
+    try:
+        sampling.resume_sampling_run(run_id=run_id)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Sampling run {run_id} is queued again.")
+    return redirect("sampling-detail", run_id=run_id)
