@@ -30,7 +30,7 @@ from labeling.permissions import (
     ReadResearcherWriteAdmin,
     has_role,
 )
-from labeling.services import import_jobs, workbench
+from labeling.services import import_jobs, live, workbench
 from labeling.services.importing import import_problems, import_solutions
 from labeling.services.labelers import get_or_create_labeler
 
@@ -313,3 +313,108 @@ class HumanCompletionView(APIView):
             text=body.validated_data["text"],
         )
         return Response(s.SessionStateSerializer(session, context={"request": request}).data)
+
+
+# --- phase-1 live labeling (labeling.services.live) ----------------------------------------------
+
+
+class LiveGenerationView(APIView):
+    """Open a live (phase-1) generation: problems, generator, sampling settings, proposals."""
+
+    permission_classes = [IsResearcher]
+
+    @extend_schema(request=s.LiveGenerationCreateSerializer, responses=s.LiveGenerationSerializer)
+    def post(self, request: Request) -> Response:
+        from trainer.generators import GeneratorSpec, SamplingSettings
+
+        body = s.LiveGenerationCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        generation = live.create_live_generation(
+            user=request.user,
+            problem_ids=data["problems"],
+            # None named: the configured generator (a 400 when none is configured).
+            generator=(
+                GeneratorSpec.from_dict(data["generator"])
+                if data.get("generator")
+                else GeneratorSpec.from_settings()
+            ),
+            settings=SamplingSettings.from_dict(data["settings"]),
+            proposals=data["proposals"],
+        )
+        return Response(s.LiveGenerationSerializer(generation).data, status=status.HTTP_201_CREATED)
+
+
+def _live_session(request: Request, pk: int) -> LabelingSession:
+    session = LabelingSession.objects.filter(
+        pk=pk, labeler=get_or_create_labeler(user=request.user), queue="live"
+    ).first()
+    if session is None:
+        raise NotFound(f"You have no live session {pk}.")
+    return session
+
+
+class LiveSessionView(APIView):
+    """The caller's live session: the trajectory so far and the current step's proposals
+    (poll until its status is "ready"; "failed" says why, and `retry/` asks again)."""
+
+    permission_classes = [IsLabeler]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(live.live_state(session=_live_session(request, pk)))
+
+
+class LiveActionView(APIView):
+    """rate/, choose/, write/, retry/ or finish/ on the caller's live session; each repeat
+    of the same request stores nothing twice."""
+
+    permission_classes = [IsLabeler]
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    def post(self, request: Request, pk: int, action: str) -> Response:
+        labeler = get_or_create_labeler(user=request.user)
+        _live_session(request, pk)
+        serializer = {
+            "rate": s.LiveRateSerializer,
+            "choose": s.LiveChooseSerializer,
+            "write": s.LiveWriteSerializer,
+            "retry": s.LiveStepSerializer,
+            "finish": s.LiveFinishSerializer,
+        }.get(action)
+        if serializer is None:
+            raise NotFound(f"No live action {action!r}.")
+        body = serializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        d = body.validated_data
+        if action == "rate":
+            session = live.rate_proposal(
+                session_id=pk,
+                labeler=labeler,
+                step_index=d["step"],
+                completion_index=d["completion"],
+                rating=d["rating"],
+                flagged=d["flagged"],
+            )
+        elif action == "choose":
+            session = live.choose_proposal(
+                session_id=pk,
+                labeler=labeler,
+                step_index=d["step"],
+                completion_index=d["completion"],
+            )
+        elif action == "write":
+            session = live.write_step(
+                session_id=pk, labeler=labeler, step_index=d["step"], text=d["text"]
+            )
+        elif action == "retry":
+            session = live.retry_proposals(session_id=pk, labeler=labeler, step_index=d["step"])
+        else:
+            session = live.finish_live(
+                session_id=pk,
+                labeler=labeler,
+                finish_reason=d["finish_reason"],
+                reason_text=d["reason"],
+            )
+        session.refresh_from_db()
+        return Response(live.live_state(session=session))

@@ -35,3 +35,68 @@ class ApiTokenForm(forms.Form):
         label="Expires in (days)",
         help_text="Leave empty for a token that does not expire.",
     )
+
+
+class LiveGenerationForm(forms.Form):
+    """A live (phase-1) generation: problems, the generator, its sampling, proposals per step."""
+
+    problems = forms.CharField(
+        help_text="Problem ids, separated by commas or spaces.",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    backend = forms.ChoiceField(
+        choices=[("openai", "OpenAI-compatible server"), ("local", "Local")], required=False
+    )
+    model = forms.CharField(
+        max_length=255,
+        required=False,
+        help_text="The served model, or a local model's name; empty: the configured generator.",
+    )
+    base_url = forms.CharField(
+        required=False, max_length=1024, help_text="For a server, e.g. http://host:8000/v1"
+    )
+    proposals = forms.IntegerField(min_value=1, max_value=8, initial=3, label="Proposals per step")
+    temperature = forms.FloatField(min_value=0, max_value=2, initial=0.7)
+    top_p = forms.FloatField(min_value=0.01, max_value=1, initial=0.95)
+    max_tokens = forms.IntegerField(min_value=1, max_value=32768, initial=160)
+    seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=0)
+
+    def clean_problems(self) -> list[int]:
+        words = self.cleaned_data["problems"].replace(",", " ").split()
+        if not words or not all(w.isdigit() for w in words):
+            raise forms.ValidationError("Problem ids are whole numbers.")
+        return [int(w) for w in words]
+
+    def clean(self):
+        from trainer.generators import GeneratorSpec, InvalidGenerator, SamplingSettings
+
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            data["generator"] = (
+                GeneratorSpec.from_dict(
+                    {
+                        "backend": data["backend"] or "openai",
+                        "model": data["model"],
+                        "base_url": data["base_url"],
+                    }
+                )
+                if data["model"]
+                else GeneratorSpec.from_settings()
+            )
+            data["settings"] = SamplingSettings.from_dict(
+                {k: data[k] for k in ("temperature", "top_p", "max_tokens", "seed")}
+            )
+        except InvalidGenerator as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return data
+
+    def service_arguments(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "problem_ids": data["problems"],
+            "generator": data["generator"],
+            "settings": data["settings"],
+            "proposals": data["proposals"],
+        }

@@ -32,8 +32,14 @@ def overview() -> dict[str, int]:
 
 
 def current_generation() -> Generation | None:
-    """The newest selected generation (screening, number -1, is never the current one)."""
-    return Generation.objects.filter(number__gte=0).order_by("-number").first()
+    """The newest selected generation (screening, number -1, and live generations are never
+    the current one)."""
+    # A live (phase-1) generation has no solutions to serve: its labelers write them.
+    return (
+        Generation.objects.filter(number__gte=0, mode=Generation.Mode.RATE)
+        .order_by("-number")
+        .first()
+    )
 
 
 def submitted_sessions_of(**lookups) -> QuerySet[LabelingSession]:
@@ -79,6 +85,7 @@ def queue_left(*, labeler: Labeler, besides: int | None = None) -> int:
     )
     return (
         Solution.objects.filter(problem__is_bad=False)
+        .exclude(generation__mode=Generation.Mode.LIVE)
         .exclude(pk=besides)
         .exclude(has_submitted_label(labeler=labeler))
         .exclude(skipped_by(labeler=labeler))

@@ -259,3 +259,50 @@ class HumanCompletionSerializer(serializers.Serializer):
         trim_whitespace=False,
         help_text="The correct step, written by the labeler; empty removes it.",
     )
+
+
+# --- phase-1 live labeling ----------------------------------------------------------------------
+
+
+class LiveGenerationCreateSerializer(serializers.Serializer):
+    problems = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1)
+    generator = serializers.DictField(
+        required=False,
+        help_text="backend, model, base_url; left out: the configured generator "
+        "(GENERATOR_MODEL, GENERATOR_BASE_URL).",
+    )
+    settings = serializers.DictField(required=False, default=dict)
+    proposals = serializers.IntegerField(min_value=1, max_value=8)
+
+
+class LiveGenerationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    number = serializers.IntegerField()
+    mode = serializers.CharField()
+    live = serializers.DictField(source="params.live")
+
+
+class LiveRateSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0)
+    completion = serializers.IntegerField(min_value=0)
+    rating = serializers.ChoiceField(choices=[-1, 0, 1])
+    flagged = serializers.BooleanField(default=False)
+
+
+class LiveChooseSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0)
+    completion = serializers.IntegerField(min_value=0)
+
+
+class LiveWriteSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0)
+    text = serializers.CharField(max_length=5000)
+
+
+class LiveStepSerializer(serializers.Serializer):
+    step = serializers.IntegerField(min_value=0)
+
+
+class LiveFinishSerializer(serializers.Serializer):
+    finish_reason = serializers.ChoiceField(choices=["found_error", "give_up", "bad_problem"])
+    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)

@@ -14,3 +14,12 @@ def regrade_solutions_task(problem_ids: list[int] | None = None) -> int:
 def run_import_job_task(job_id: int) -> str:
     # A redelivered job that already started is not run twice (see run_import_job).
     return import_jobs.run_import_job(job_id=job_id).status
+
+
+@shared_task(acks_late=True)
+def propose_steps_task(session_id: int, step_index: int) -> str:
+    # Idempotent: a step that already has its proposals is left alone (see propose_steps),
+    # so a redelivery after a worker died stores nothing twice.
+    from labeling.services import live
+
+    return live.propose_steps(session_id=session_id, step_index=step_index)

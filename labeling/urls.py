@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from labeling import views
 
@@ -39,4 +39,5 @@ urlpatterns = [
     ),
     path("guidelines/", views.guidelines, name="guidelines"),
     path("settings/tokens/", views.api_token_page, name="api-token-page"),
+    path("", include("labeling.live_urls")),
 ]

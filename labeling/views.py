@@ -13,7 +13,7 @@ from django_htmx.http import push_url
 
 from annotate.errors import Invalid
 from labeling import agreement, export, mathtext, quality, selectors, tokens
-from labeling.forms import ApiTokenForm, ExportForm
+from labeling.forms import ApiTokenForm, ExportForm, LiveGenerationForm
 from labeling.models import Generation, Labeler, LabelingSession
 from labeling.permissions import (
     ADMIN,
@@ -25,7 +25,7 @@ from labeling.permissions import (
     can_view_quality,
     has_role,
 )
-from labeling.services import overlap, reports, workbench
+from labeling.services import live, overlap, reports, workbench
 from labeling.services.labelers import get_or_create_labeler
 
 COMPARISONS_PER_PAGE = 20
@@ -146,6 +146,8 @@ def label_session(request: HttpRequest, session_id: int) -> HttpResponse:
     )
     if not session.is_open:
         return redirect("label-next")
+    if session.queue == "live":
+        return render(request, "labeling/live.html", _live_context(session))
     return render(request, "labeling/workbench.html", _workbench_context(session, labeler=labeler))
 
 
@@ -202,6 +204,10 @@ def _next_solution(request: HttpRequest, labeler: Labeler, *, confirmation: str)
         )
         return push_url(response, reverse("label-next"))
     session = LabelingSession.objects.select_related("solution__problem").get(pk=served.session.pk)
+    if session.queue == "live":
+        context = _live_context(session, confirmation=confirmation)
+        response = render(request, "labeling/_live.html", context)
+        return push_url(response, reverse("label-session", args=[session.pk]))
     context = _workbench_context(session, labeler=labeler, confirmation=confirmation)
     response = render(request, "labeling/_workbench.html", context)
     return push_url(response, reverse("label-session", args=[session.pk]))
@@ -414,3 +420,113 @@ def human_completion(request: HttpRequest, session_id: int) -> HttpResponse:
         text=text,
     )
     return render(request, "labeling/_steps.html", _workbench_context(session))
+
+
+# --- phase-1 live labeling (labeling.services.live) ------------------------------------------
+
+
+def _live_context(session: LabelingSession, *, confirmation: str = "") -> dict:
+    return {
+        "session": session,
+        "problem": session.solution.problem,
+        "state": live.live_state(session=session),
+        "choices": RATING_BUTTONS,
+        "confirmation": confirmation,
+    }
+
+
+def _live_step(request: HttpRequest, session: LabelingSession) -> HttpResponse:
+    """The steps part again, or the next session once this one ended."""
+    if not session.is_open:
+        return _next_solution(
+            request, _labeler(request), confirmation="Submitted: your trajectory is saved."
+        )
+    session = LabelingSession.objects.select_related("solution__problem", "generation").get(
+        pk=session.pk
+    )
+    return render(request, "labeling/_live_steps.html", _live_context(session))
+
+
+@login_required
+def live_steps(request: HttpRequest, session_id: int) -> HttpResponse:
+    """The trajectory and the current step (polled while the proposals are on their way)."""
+    session = get_object_or_404(
+        LabelingSession.objects.select_related("solution__problem", "generation"),
+        pk=session_id,
+        labeler=_labeler(request),
+    )
+    return render(request, "labeling/_live_steps.html", _live_context(session))
+
+
+@login_required
+@require_POST
+def live_rate(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = live.rate_proposal(
+        session_id=session_id,
+        labeler=_labeler(request),
+        step_index=_int(request, "step_index"),
+        completion_index=_int(request, "completion_index"),
+        rating=_int(request, "rating"),
+        flagged=request.POST.get("flagged") in ("1", "on", "true"),
+    )
+    return _live_step(request, session)
+
+
+@login_required
+@require_POST
+def live_choose(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = live.choose_proposal(
+        session_id=session_id,
+        labeler=_labeler(request),
+        step_index=_int(request, "step_index"),
+        completion_index=_int(request, "completion_index"),
+    )
+    return _live_step(request, session)
+
+
+@login_required
+@require_POST
+def live_write(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = live.write_step(
+        session_id=session_id,
+        labeler=_labeler(request),
+        step_index=_int(request, "step_index"),
+        text=request.POST.get("text", ""),
+    )
+    return _live_step(request, session)
+
+
+@login_required
+@require_POST
+def live_retry(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = live.retry_proposals(
+        session_id=session_id, labeler=_labeler(request), step_index=_int(request, "step_index")
+    )
+    return _live_step(request, session)
+
+
+@login_required
+@require_POST
+def live_finish(request: HttpRequest, session_id: int) -> HttpResponse:
+    labeler = _labeler(request)
+    live.finish_live(
+        session_id=session_id,
+        labeler=labeler,
+        finish_reason=request.POST.get("finish_reason", ""),
+        reason_text=request.POST.get("reason", ""),
+    )
+    return _next_solution(request, labeler, confirmation="Submitted: your trajectory is saved.")
+
+
+@login_required
+def live_generation_new(request: HttpRequest) -> HttpResponse:
+    """Researchers and admins open a live (phase-1) generation."""
+    if not can_view_quality(request.user):
+        raise PermissionDenied("Live generations are opened by researchers and admins.")
+    form = LiveGenerationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        generation = live.create_live_generation(user=request.user, **form.service_arguments())
+        messages.success(request, f"Live generation {generation.number} is open for labeling.")
+        return redirect("live-generation-new")
+    status = 400 if request.method == "POST" else 200
+    return render(request, "labeling/live_new.html", {"form": form}, status=status)

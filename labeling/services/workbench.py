@@ -10,17 +10,18 @@ alike.
 """
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from annotate.errors import Conflict, Invalid, NotAllowed, NotFound
+from annotate.errors import Invalid
 from labeling import prm800k
 from labeling.models import (
     FinishReason,
+    Generation,
     Labeler,
     LabelingSession,
     Solution,
@@ -36,35 +37,25 @@ from labeling.selectors import (
     unrated_alternatives,
 )
 from labeling.services import reports
-
-LEASE = timedelta(minutes=30)
-# Gaps between a labeler's actions longer than this count as idle, not as time on task.
-IDLE_GAP = timedelta(minutes=3)
-
-
-LEASE_LAPSED = (
-    "This session's lease ran out and it went to someone else. Your ratings so far are kept "
-    "with it; choose Label for your next solution."
+from labeling.services.sessions import (
+    HUMAN_COMPLETION_MAX_CHARS,
+    LEASE,
+    LEASE_LAPSED,
+    LabelerDeactivated,
+    LabelingRefused,
+    locked_session,
+    session_to_change,
+    touch,
 )
-
-
-class LabelingRefused(Conflict):
-    """A labeling request that cannot be applied; the message says why."""
-
-
-class NotYourSession(LabelingRefused, NotFound):
-    """No session of this labeler has that id: missing and another labeler's alike, so that
-    answers do not tell which session ids exist."""
-
-
-class LabelerDeactivated(LabelingRefused, NotAllowed):
-    """The labeler was deactivated (quality control) and gets no more sessions."""
+from labeling.services.sessions import (
+    NotYourSession as NotYourSession,  # the workbench's refusals, importable from here too
+)
 
 
 @dataclass
 class NextSession:
     session: LabelingSession
-    queue: str  # screening, quality_control, generation, leftover or resumed
+    queue: str  # screening, quality_control, live, generation, leftover or resumed
 
 
 def _open_sessions() -> QuerySet[LabelingSession]:
@@ -96,6 +87,8 @@ def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solutio
     """
     available = (
         Solution.objects.filter(problem__is_bad=False)
+        # Live trajectories belong to the labeler who writes them (labeling.services.live).
+        .exclude(generation__mode=Generation.Mode.LIVE)
         .exclude(has_submitted_label(labeler=labeler))
         .exclude(skipped_by(labeler=labeler))
     )
@@ -116,6 +109,9 @@ def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solutio
             False,
         ),
     ]
+    # Phase 1 before phase 2: a live generation is opened to be labeled now. (Its candidates
+    # are built by labeling.services.live, not claimed from the pool.)
+    queues.append(("live", Solution.objects.none(), False))
     if current is not None:
         queues.append(
             ("generation", shared.filter(generation=current).order_by("-priority", "id"), True)
@@ -161,6 +157,13 @@ def next_session(*, labeler: Labeler, now: datetime | None = None) -> NextSessio
 
 def _assign_from_queues(*, labeler: Labeler, now: datetime) -> NextSession | None:
     for name, candidates, shared in _queues(labeler, now):
+        if name == "live":
+            from labeling.services import live
+
+            session = live.next_live_session(labeler=labeler, now=now)
+            if session is not None:
+                return NextSession(session=session, queue=name)
+            continue
         solution = _claim(candidates)
         if solution is None:
             continue
@@ -203,39 +206,6 @@ def _free_slot(solution: Solution) -> int:
     return free[0]
 
 
-def _locked_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
-    # The session's row alone: its solution (a QC one is served to every labeler) and that
-    # solution's problem are shared, and locking them would queue other labelers' ratings.
-    session = (
-        LabelingSession.objects.select_for_update(of=("self",))
-        .select_related("solution__problem")
-        .filter(pk=session_id)
-        .first()
-    )
-    if session is None or session.labeler_id != labeler.pk:
-        raise NotYourSession(f"You have no session {session_id}.")
-    return session
-
-
-def _session_to_change(*, session_id: int, labeler: Labeler) -> LabelingSession:
-    """The caller's session, locked, refused unless it is still open."""
-    session = _locked_session(session_id=session_id, labeler=labeler)
-    if session.abandoned_at is not None:
-        # A tab left open past the lease: say why, not "finished" (the page shows this).
-        raise LabelingRefused(LEASE_LAPSED)
-    if not session.is_open:
-        raise LabelingRefused("This session is already finished.")
-    return session
-
-
-def _touch(session: LabelingSession, now: datetime) -> None:
-    last = session.last_activity_at or session.started_at or now
-    gap = min(max(now - last, timedelta(0)), IDLE_GAP)
-    session.total_time = (session.total_time or 0) + int(gap.total_seconds() * 1000)
-    session.last_activity_at = now
-    session.lease_expires_at = now + LEASE
-
-
 def rate_step(
     *,
     session_id: int,
@@ -255,7 +225,7 @@ def rate_step(
     if rating not in prm800k.RATINGS:
         raise LabelingRefused("A rating is -1, 0 or 1.")
     with transaction.atomic():
-        session = _session_to_change(session_id=session_id, labeler=labeler)
+        session = session_to_change(session_id=session_id, labeler=labeler)
         steps = session.solution.steps
         rated = rated_steps(session)
         if not 0 <= step_index < len(steps):
@@ -308,7 +278,7 @@ def rate_step(
                 StepLabel.objects.filter(session=session, index=step_index).update(
                     human_completion=None
                 )
-        _touch(session, now)
+        touch(session, now)
         session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
     return session
 
@@ -354,7 +324,7 @@ def submit_session(
     """Finish a session. Submitting the same outcome twice is a no-op."""
     now = now or timezone.now()
     with transaction.atomic():
-        session = _locked_session(session_id=session_id, labeler=labeler)
+        session = locked_session(session_id=session_id, labeler=labeler)
         if session.is_submitted:
             if session.finish_reason == finish_reason:
                 return session
@@ -383,7 +353,7 @@ def submit_session(
             raise LabelingRefused(
                 "finish_reason must be one of " + ", ".join(FinishReason.values) + "."
             )
-        _touch(session, now)
+        touch(session, now)
         session.finish_reason = finish_reason
         session.finish_reason_text = reason_text.strip()
         session.submitted_at = now
@@ -398,8 +368,8 @@ def skip_session(
     queue for others (its place is freed) and is not served to this labeler again."""
     now = now or timezone.now()
     with transaction.atomic():
-        session = _session_to_change(session_id=session_id, labeler=labeler)
-        _touch(session, now)
+        session = session_to_change(session_id=session_id, labeler=labeler)
+        touch(session, now)
         session.abandoned_at = now
         session.extra = {**(session.extra or {}), "skipped": True}
         session.save()
@@ -412,7 +382,7 @@ def renew_lease(
     """Keep the solution while the labeler's page is open (idle time is not counted)."""
     now = now or timezone.now()
     with transaction.atomic():
-        session = _locked_session(session_id=session_id, labeler=labeler)
+        session = locked_session(session_id=session_id, labeler=labeler)
         if not session.is_open:
             raise LabelingRefused("This session is no longer open.")
         session.lease_expires_at = now + LEASE
@@ -422,9 +392,6 @@ def renew_lease(
 
 # ---------------------------------------------------------------------------------------------
 # What the labeler sees
-
-
-HUMAN_COMPLETION_MAX_CHARS = 5000
 
 
 class HumanCompletionInvalid(Invalid):
@@ -452,7 +419,7 @@ def write_human_completion(
             f"A written step has at most {HUMAN_COMPLETION_MAX_CHARS:,} characters."
         )
     with transaction.atomic():
-        session = _session_to_change(session_id=session_id, labeler=labeler)
+        session = session_to_change(session_id=session_id, labeler=labeler)
         if rated_steps(session).get(step_index) != -1:
             raise LabelingRefused(f"Step {step_index + 1} is not rated -1.")
         if unrated_alternatives(session, error_step=step_index):
@@ -471,6 +438,6 @@ def write_human_completion(
         StepLabel.objects.filter(session=session, index=step_index).update(
             human_completion=human, chosen_completion=None
         )
-        _touch(session, now)
+        touch(session, now)
         session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
     return session

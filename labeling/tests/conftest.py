@@ -17,3 +17,12 @@ def page(browser, live_server, annotator):
     page.get_by_label("Password").fill("ann-pass-123")
     page.get_by_role("button", name="Log in").click()
     return page
+
+
+@pytest.fixture
+def eager_tasks(monkeypatch):
+    """Tasks run where they are queued. On the Celery app's own config: the app read the
+    settings once, so changing settings.CELERY_TASK_ALWAYS_EAGER in a test would not reach it."""
+    from annotate.celery import app
+
+    monkeypatch.setattr(app.conf, "task_always_eager", True)

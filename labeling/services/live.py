@@ -1,0 +1,632 @@
+"""Phase-1 live labeling (PRM800K phase 1): a labeler builds a solution step by step.
+
+A live generation (`Generation.mode` "live") names problems, a generator and its sampling
+settings (`Generation.params["live"]`). A labeler's session on it starts from the problem
+alone. At each step the generator proposes k next steps (`propose_steps`, run by a Celery
+task: the local backend never runs in the web process); they are stored as the step's
+completions, unrated. The labeler rates each (+1/0/-1, may flag), then either chooses one
+rated +1 or 0 to continue from (`chosen_completion`) or, when every proposal is -1, writes
+their own step (`human_completion`) and continues from it. The trajectory (the session's
+Solution, `steps`) grows by that step. It ends:
+
+- "solution" when the chosen or written step is the "# Answer" step (graded then);
+- "found_error" when every proposal of the current step is -1 and the labeler writes none
+  (phase 1's lines end so: the last step's completions all -1, chosen and human null);
+- "give_up" or "bad_problem" with a reason, at any step.
+
+Each problem of a live generation is labeled once by each labeler (`trajectories_per_problem`
+labelers in all, default 1 per labeler, no cap across labelers: phase 1 collected several
+paths per problem). Every write here is idempotent: a repeated rating, choice or written step
+stores nothing twice.
+"""
+
+import uuid
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from annotate.celery import queue_task
+from annotate.errors import Invalid
+from labeling import grading, prm800k
+from labeling.models import (
+    Generation,
+    Labeler,
+    LabelingSession,
+    Problem,
+    ProblemReport,
+    Solution,
+    StepLabel,
+    StepRating,
+)
+from labeling.services import reports
+from labeling.services.sessions import (
+    HUMAN_COMPLETION_MAX_CHARS,
+    LEASE,
+    LabelingRefused,
+    locked_session,
+    session_to_change,
+    touch,
+)
+from trainer.generators import (
+    GeneratorSpec,
+    GeneratorUnavailable,
+    SamplingSettings,
+    open_generator,
+    parse_solution,
+    propose_next_steps,
+)
+
+MAX_PROPOSALS = 8
+MAX_PROBLEMS = 10_000
+# Phase 1 lines carry the problem and its answer only: no pre-generated solution.
+PHASE1_QUESTION_ABSENT = [
+    "ground_truth_solution",
+    "pre_generated_steps",
+    "pre_generated_answer",
+    "pre_generated_verifier_score",
+]
+PENDING, READY, FAILED = "pending", "ready", "failed"
+PROPOSE_STEPS_TASK = "labeling.tasks.propose_steps_task"
+# A small model often proposes the step just chosen again (SmolLM2-135M did so in 7 of 12
+# samples at step 2 of "What is 2 + 2?"), or an empty step: those are dropped and more samples
+# are drawn, with new seeds, for at most this many rounds before the step fails.
+PROPOSAL_ROUNDS = 4
+# Seeds reserved per step (in blocks of MAX_PROPOSALS): the rounds of every try ("Try again"
+# asks with new seeds) draw from the step's own block until it wraps.
+SEED_BLOCKS_PER_STEP = 64
+
+
+class LiveInvalid(Invalid):
+    """A live generation or a live labeling request that is malformed."""
+
+
+# --- creating a live generation ----------------------------------------------------------------
+
+
+def create_live_generation(
+    *,
+    user,
+    problem_ids: list[int],
+    generator: GeneratorSpec,
+    settings: SamplingSettings,
+    proposals: int,
+) -> Generation:
+    """A new live generation over `problem_ids`, its generator and settings recorded."""
+    if isinstance(proposals, bool) or not isinstance(proposals, int):
+        raise LiveInvalid("proposals must be a whole number.")
+    if not 1 <= proposals <= MAX_PROPOSALS:
+        raise LiveInvalid(f"proposals must be from 1 to {MAX_PROPOSALS}.")
+    if not problem_ids or not isinstance(problem_ids, list):
+        raise LiveInvalid("Name at least one problem.")
+    if len(problem_ids) > MAX_PROBLEMS:
+        raise LiveInvalid(f"At most {MAX_PROBLEMS:,} problems.")
+    if any(isinstance(p, bool) or not isinstance(p, int) for p in problem_ids):
+        raise LiveInvalid("Problems are named by their ids (whole numbers).")
+    ids = list(dict.fromkeys(problem_ids))
+    found = set(Problem.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    missing = [p for p in ids if p not in found]
+    if missing:
+        raise LiveInvalid(f"No problem {', '.join(map(str, missing[:10]))}.")
+    params = {
+        "live": {
+            "generator": generator.to_dict(),
+            "sampling": settings.to_dict(),
+            "proposals": proposals,
+            "problems": ids,
+            "created_by": getattr(user, "pk", None),
+        }
+    }
+    for _attempt in range(5):
+        try:
+            with transaction.atomic():
+                newest = Generation.objects.aggregate(n=Max("number"))["n"]
+                return Generation.objects.create(
+                    number=max(newest or 0, 0) + 1, mode=Generation.Mode.LIVE, params=params
+                )
+        except IntegrityError:
+            continue  # another generation took the number meanwhile
+    raise LabelingRefused("Could not number the generation; try again.")
+
+
+def _live(generation: Generation) -> dict[str, Any]:
+    return generation.params["live"]
+
+
+# --- serving --------------------------------------------------------------------------------------
+
+
+def open_live_generations():
+    return Generation.objects.filter(mode=Generation.Mode.LIVE).order_by("-number")
+
+
+def next_live_session(*, labeler: Labeler, now: datetime) -> LabelingSession | None:
+    """A new trajectory on the first problem of the newest live generation that this labeler
+    has not started (each problem once per labeler), or None."""
+    for generation in open_live_generations():
+        problem_ids = _live(generation)["problems"]
+        started = set(
+            LabelingSession.objects.filter(labeler=labeler, generation=generation).values_list(
+                "solution__problem_id", flat=True
+            )
+        )
+        reported = set(
+            ProblemReport.objects.filter(labeler=labeler, problem_id__in=problem_ids).values_list(
+                "problem_id", flat=True
+            )
+        )
+        usable = set(
+            Problem.objects.filter(pk__in=problem_ids, is_bad=False).values_list("pk", flat=True)
+        )
+        for problem_id in problem_ids:
+            if problem_id in usable and problem_id not in started and problem_id not in reported:
+                return _start(
+                    generation=generation, problem_id=problem_id, labeler=labeler, now=now
+                )
+    return None
+
+
+def _start(
+    *, generation: Generation, problem_id: int, labeler: Labeler, now: datetime
+) -> LabelingSession:
+    live = _live(generation)
+    solution = Solution.objects.create(
+        problem_id=problem_id,
+        steps=[],
+        answer="",
+        is_correct=False,
+        source=GeneratorSpec.from_dict(live["generator"]).source,
+        generation=generation,
+        # The trajectory token keys it apart from every other path on the same problem.
+        meta={"trajectory": uuid.uuid4().hex},
+    )
+    session = LabelingSession.objects.create(
+        slot=0,
+        labeler=labeler,
+        solution=solution,
+        generation=generation,
+        queue="live",
+        started_at=now,
+        last_activity_at=now,
+        lease_expires_at=now + LEASE,
+        total_time=0,
+        extra={"question": {"absent": PHASE1_QUESTION_ABSENT}},
+    )
+    _new_step(session=session, index=0)
+    return session
+
+
+def _new_step(*, session: LabelingSession, index: int) -> StepLabel:
+    """The next step, waiting for its proposals; the task is sent once the row is committed."""
+    live = _live(session.generation)
+    step = StepLabel.objects.create(
+        session=session,
+        index=index,
+        extra={
+            "live": {
+                "status": PENDING,
+                "generator": live["generator"],
+                "sampling": live["sampling"],
+                "proposals": live["proposals"],
+                "seed_offset": seed_offset(session_id=session.pk, step_index=index),
+            }
+        },
+    )
+    _enqueue(session_id=session.pk, step_index=index)
+    return step
+
+
+def seed_offset(*, session_id: int, step_index: int) -> int:
+    """Deterministic per (session, step): a redelivered task asks for the same proposals."""
+    return (session_id * 1024 + step_index) * SEED_BLOCKS_PER_STEP * MAX_PROPOSALS % (2**30)
+
+
+def _enqueue(*, session_id: int, step_index: int) -> None:
+    transaction.on_commit(partial(_queue_proposals, session_id=session_id, step_index=step_index))
+
+
+def _queue_proposals(*, session_id: int, step_index: int) -> None:
+    # By name, so this module never imports the tasks module that imports it. A broker that
+    # is down fails the step with a message and "Try again", not the labeler's request.
+    try:
+        queue_task(PROPOSE_STEPS_TASK, (session_id, step_index))
+    except (BrokerError, OSError) as exc:
+        _fail_step(
+            session_id=session_id,
+            step_index=step_index,
+            error=f"Could not ask the generator: the task broker is unreachable ({exc}).",
+        )
+
+
+# --- proposals (the worker) -------------------------------------------------------------------
+
+
+def propose_steps(*, session_id: int, step_index: int) -> str:
+    """Ask the generator for the step's proposals and store them as its completions.
+
+    Idempotent: a step that has its proposals, or that is no longer the current one, is left
+    alone, so a redelivered or doubled task stores nothing twice. Returns the step's status.
+    """
+    step = (
+        StepLabel.objects.select_related("session__solution__problem", "session__generation")
+        .filter(session_id=session_id, index=step_index)
+        .first()
+    )
+    if step is None:
+        return "gone"
+    info = (step.extra or {}).get("live", {})
+    if info.get("status") != PENDING:
+        return info.get("status", "gone")
+    solution = step.session.solution
+    spec = GeneratorSpec.from_dict(info["generator"])
+    settings = SamplingSettings.from_dict(info["sampling"])
+    error = ""
+    proposals: list[str] = []
+    try:
+        generator = open_generator(spec)
+        try:
+            proposals = _new_proposals(
+                generator=generator,
+                problem=solution.problem.text,
+                steps=list(solution.steps[:step_index]),
+                k=info["proposals"],
+                settings=settings,
+                seed_offset=info["seed_offset"],
+                attempt=info.get("attempt", 0),
+            )
+        finally:
+            generator.close()
+    except GeneratorUnavailable as exc:
+        error = f"The generator did not answer: {exc}"
+    except Exception as exc:  # noqa: BLE001 - any backend failure is shown, never a 500
+        error = f"The generator failed: {type(exc).__name__}: {exc}"[:500]
+    if not error and not proposals:
+        error = (
+            f"The generator proposed no new step in {PROPOSAL_ROUNDS} rounds of samples: "
+            "its replies were empty or repeated a step of the solution so far."
+        )
+    with transaction.atomic():
+        step = StepLabel.objects.select_for_update().filter(pk=step.pk).first()
+        if step is None or step.extra.get("live", {}).get("status") != PENDING:
+            return "gone" if step is None else step.extra["live"]["status"]
+        live = dict(step.extra["live"])
+        if error:
+            live.update(status=FAILED, error=error)
+        else:
+            StepRating.objects.bulk_create(
+                [
+                    StepRating(
+                        step=step, completion_index=i, text=text[:HUMAN_COMPLETION_MAX_CHARS]
+                    )
+                    for i, text in enumerate(proposals)
+                ],
+                ignore_conflicts=True,
+            )
+            live.update(status=READY, error="")
+        step.extra = {**step.extra, "live": live}
+        step.save(update_fields=["extra"])
+    return live["status"]
+
+
+def _fail_step(*, session_id: int, step_index: int, error: str) -> None:
+    with transaction.atomic():
+        step = (
+            StepLabel.objects.select_for_update()
+            .filter(session_id=session_id, index=step_index)
+            .first()
+        )
+        if step is None or (step.extra or {}).get("live", {}).get("status") != PENDING:
+            return
+        step.extra = {
+            **step.extra,
+            "live": {**step.extra["live"], "status": FAILED, "error": error},
+        }
+        step.save(update_fields=["extra"])
+
+
+def _new_proposals(
+    *,
+    generator,
+    problem: str,
+    steps: list[str],
+    k: int,
+    settings: SamplingSettings,
+    seed_offset: int,
+    attempt: int,
+) -> list[str]:
+    """Up to k distinct proposals, none empty and none repeating a step of `steps`: rounds of
+    samples with new seeds, each asking only for what is still missing, at most
+    PROPOSAL_ROUNDS of them (fewer than k come back when the generator keeps repeating)."""
+    earlier = {step.strip() for step in steps}
+    proposals: list[str] = []
+    for round_ in range(PROPOSAL_ROUNDS):
+        block = (attempt * PROPOSAL_ROUNDS + round_) % SEED_BLOCKS_PER_STEP
+        for text in propose_next_steps(
+            generator=generator,
+            problem=problem,
+            steps=steps,
+            k=k - len(proposals),
+            settings=settings,
+            seed_offset=seed_offset + block * MAX_PROPOSALS,
+        ):
+            if text.strip() and text.strip() not in earlier and text not in proposals:
+                proposals.append(text)
+        if len(proposals) >= k:
+            break
+    return proposals[:k]
+
+
+# --- the labeler's actions --------------------------------------------------------------------
+
+
+def _live_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
+    session = session_to_change(session_id=session_id, labeler=labeler)
+    if session.generation is None or session.generation.mode != Generation.Mode.LIVE:
+        raise LabelingRefused("This session is not a live one.")
+    return session
+
+
+def _current(session: LabelingSession, step_index: int) -> StepLabel:
+    step = StepLabel.objects.filter(session=session).order_by("-index").first()
+    if step is None or step.index != step_index:
+        where = "none" if step is None else str(step.index + 1)
+        raise LabelingRefused(f"Step {step_index + 1} is not the current step (it is {where}).")
+    return step
+
+
+def rate_proposal(
+    *,
+    session_id: int,
+    labeler: Labeler,
+    step_index: int,
+    completion_index: int,
+    rating: int,
+    flagged: bool = False,
+    now: datetime | None = None,
+) -> LabelingSession:
+    """Rate (or re-rate) one proposal of the current step. Repeating it changes nothing."""
+    now = now or timezone.now()
+    if isinstance(rating, bool) or rating not in prm800k.RATINGS:
+        raise LabelingRefused("A rating is -1, 0 or 1.")
+    with transaction.atomic():
+        session = _live_session(session_id=session_id, labeler=labeler)
+        step = _current(session, step_index)
+        if step.chosen_completion is not None or step.human_completion is not None:
+            raise LabelingRefused(f"Step {step_index + 1} is already decided.")
+        updated = StepRating.objects.filter(step=step, completion_index=completion_index).update(
+            rating=rating, flagged=flagged
+        )
+        if not updated:
+            raise LabelingRefused(f"Step {step_index + 1} has no proposal {completion_index + 1}.")
+        touch(session, now)
+        session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
+    return session
+
+
+def choose_proposal(
+    *,
+    session_id: int,
+    labeler: Labeler,
+    step_index: int,
+    completion_index: int,
+    now: datetime | None = None,
+) -> LabelingSession:
+    """Continue from a proposal rated +1 or 0; the "# Answer" step ends the session.
+
+    The same choice sent twice (a double click, a resent form) is stored once.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        session = _locked_any(session_id=session_id, labeler=labeler)
+        done = StepLabel.objects.filter(session=session, index=step_index).first()
+        if done is not None and done.chosen_completion == completion_index:
+            return session  # already chosen: the repeat is a no-op
+        session = _live_session(session_id=session_id, labeler=labeler)
+        step = _current(session, step_index)
+        if step.human_completion is not None:
+            raise LabelingRefused(f"Step {step_index + 1} is already decided.")
+        ratings = dict(
+            StepRating.objects.filter(step=step).values_list("completion_index", "rating")
+        )
+        if completion_index not in ratings:
+            raise LabelingRefused(f"Step {step_index + 1} has no proposal {completion_index + 1}.")
+        if None in ratings.values():
+            raise LabelingRefused("Rate every proposal of this step first.")
+        if ratings[completion_index] not in (0, 1):
+            raise LabelingRefused("Continue from a proposal rated +1 or 0.")
+        text = StepRating.objects.get(step=step, completion_index=completion_index).text
+        step.chosen_completion = completion_index
+        step.save(update_fields=["chosen_completion"])
+        _advance(session=session, text=text, now=now)
+    return session
+
+
+def write_step(
+    *,
+    session_id: int,
+    labeler: Labeler,
+    step_index: int,
+    text: str,
+    now: datetime | None = None,
+) -> LabelingSession:
+    """Continue from the labeler's own step, once every proposal of the step is rated -1.
+
+    Stored as PRM800K phase 1's `human_completion` (chosen_completion null); the same text
+    sent twice is stored once.
+    """
+    now = now or timezone.now()
+    text = (text or "").strip()
+    if not text:
+        raise LiveInvalid("Write the step first.")
+    if len(text) > HUMAN_COMPLETION_MAX_CHARS:
+        raise LiveInvalid(f"A written step has at most {HUMAN_COMPLETION_MAX_CHARS:,} characters.")
+    with transaction.atomic():
+        session = _locked_any(session_id=session_id, labeler=labeler)
+        done = StepLabel.objects.filter(session=session, index=step_index).first()
+        if done is not None and (done.human_completion or {}).get("text") == text:
+            return session
+        session = _live_session(session_id=session_id, labeler=labeler)
+        step = _current(session, step_index)
+        if step.chosen_completion is not None or step.human_completion is not None:
+            raise LabelingRefused(f"Step {step_index + 1} is already decided.")
+        ratings = list(StepRating.objects.filter(step=step).values_list("rating", flat=True))
+        if not ratings or any(r != -1 for r in ratings):
+            raise LabelingRefused("Write your own step only when every proposal is rated -1.")
+        step.human_completion = {
+            "text": text,
+            "rating": None,
+            "source": "human",
+            "flagged": False,
+            "corrected_rating": None,
+        }
+        step.save(update_fields=["human_completion"])
+        _advance(session=session, text=text, now=now)
+    return session
+
+
+def retry_proposals(*, session_id: int, labeler: Labeler, step_index: int) -> LabelingSession:
+    """Ask again for the proposals of a step whose generator call failed."""
+    with transaction.atomic():
+        session = _live_session(session_id=session_id, labeler=labeler)
+        step = _current(session, step_index)
+        live = dict((step.extra or {}).get("live", {}))
+        if live.get("status") != FAILED:
+            return session  # pending or ready: nothing to retry, and no second task
+        # A new try draws new seeds: the same ones would give the same failing replies.
+        live.update(status=PENDING, error="", attempt=live.get("attempt", 0) + 1)
+        step.extra = {**step.extra, "live": live}
+        step.save(update_fields=["extra"])
+        _enqueue(session_id=session.pk, step_index=step_index)
+    return session
+
+
+def finish_live(
+    *,
+    session_id: int,
+    labeler: Labeler,
+    finish_reason: str,
+    reason_text: str = "",
+    now: datetime | None = None,
+) -> LabelingSession:
+    """End the trajectory: found_error (every proposal -1, none written), give_up or
+    bad_problem (with a reason). "solution" comes only from choosing the answer step.
+    Sending the same outcome twice is a no-op."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        session = _locked_any(session_id=session_id, labeler=labeler)
+        if session.is_submitted and session.finish_reason == finish_reason:
+            return session
+        session = _live_session(session_id=session_id, labeler=labeler)
+        step = StepLabel.objects.filter(session=session).order_by("-index").first()
+        reason_text = (reason_text or "").strip()
+        if finish_reason == "found_error":
+            ratings = [] if step is None else list(step.ratings.values_list("rating", flat=True))
+            if not ratings or any(r != -1 for r in ratings):
+                raise LabelingRefused("found_error ends a step whose every proposal is rated -1.")
+        elif finish_reason in ("give_up", "bad_problem"):
+            if not reason_text:
+                raise LiveInvalid("Please give a short reason.")
+            if step is not None and not step.ratings.exists():
+                # Proposals never shown are no part of the label.
+                step.delete()
+            if finish_reason == "bad_problem":
+                reports.record_report(session=session, reason=reason_text, now=now)
+        elif finish_reason == "solution":
+            raise LabelingRefused("A trajectory reaches its solution by choosing the answer step.")
+        else:
+            raise LiveInvalid("finish_reason must be found_error, give_up or bad_problem.")
+        _end(session=session, finish_reason=finish_reason, reason_text=reason_text, now=now)
+    return session
+
+
+def _locked_any(*, session_id: int, labeler: Labeler) -> LabelingSession:
+    return locked_session(session_id=session_id, labeler=labeler)
+
+
+def _advance(*, session: LabelingSession, text: str, now: datetime) -> None:
+    solution = session.solution
+    solution.steps = [*solution.steps, text]
+    # The answer step may carry its last words before "# Answer" (as PRM800K's do).
+    parsed = parse_solution(text)
+    if parsed.finished:
+        solution.answer = parsed.answer
+        solution.is_correct = grading.grade_answer(solution.answer, solution.problem.answer)
+        solution.save(update_fields=["steps", "answer", "is_correct", "content_hash"])
+        _end(session=session, finish_reason="solution", reason_text="", now=now)
+        return
+    solution.save(update_fields=["steps", "content_hash"])
+    _new_step(session=session, index=len(solution.steps))
+    touch(session, now)
+    session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
+
+
+def _end(*, session: LabelingSession, finish_reason: str, reason_text: str, now: datetime) -> None:
+    touch(session, now)
+    session.finish_reason = finish_reason
+    session.finish_reason_text = reason_text
+    session.submitted_at = now
+    session.save()
+
+
+# --- what the page and the API show -----------------------------------------------------------
+
+
+def live_state(*, session: LabelingSession) -> dict[str, Any]:
+    """The trajectory so far and the current step: its status, proposals and what is allowed."""
+    steps = list(
+        StepLabel.objects.filter(session=session).order_by("index").prefetch_related("ratings")
+    )
+    past, current = [], None
+    for step in steps:
+        proposals = [
+            {
+                "completion": r.completion_index,
+                "text": r.text,
+                "rating": r.rating,
+                "flagged": bool(r.flagged),
+            }
+            for r in step.ratings.all()
+        ]
+        human = (step.human_completion or {}).get("text")
+        entry = {
+            "index": step.index,
+            "proposals": proposals,
+            "chosen_completion": step.chosen_completion,
+            "human_completion": human,
+            "status": (step.extra or {}).get("live", {}).get("status", READY),
+            "error": (step.extra or {}).get("live", {}).get("error", ""),
+        }
+        if step.chosen_completion is None and human is None and session.is_open:
+            current = entry
+        else:
+            entry["text"] = (
+                human
+                if human is not None
+                else (
+                    proposals[step.chosen_completion]["text"]
+                    if step.chosen_completion is not None
+                    and step.chosen_completion < len(proposals)
+                    else ""
+                )
+            )
+            past.append(entry)
+    can_choose = can_write = False
+    if current is not None and current["proposals"]:
+        ratings = [p["rating"] for p in current["proposals"]]
+        all_rated = None not in ratings
+        can_choose = all_rated and any(r in (0, 1) for r in ratings)
+        can_write = all_rated and all(r == -1 for r in ratings)
+    return {
+        "session": session.pk,
+        "open": session.is_open,
+        "finish_reason": session.finish_reason,
+        "steps": past,
+        "current": current,
+        "can_choose": can_choose,
+        "can_write": can_write,
+        "can_found_error": can_write,
+    }
