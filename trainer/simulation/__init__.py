@@ -11,4 +11,6 @@ labelers that run the whole loop (label, retrain, select) without humans.
 - `evaluation`: the generated test set, the ORM baseline, step metrics and best-of-N curves.
 - `loop`: generations of label -> retrain -> score -> select, with per-generation metrics
   (`python manage.py simulate`).
+- `label_sources`: Math-Shepherd rollout labels from the exact generator against simulated
+  human labels, bought with the same budget (`python manage.py simulate --label-sources`).
 """

@@ -207,6 +207,9 @@ class Sample:
     problem: Problem
     steps: tuple[Step, ...]
     answer: int
+    # What is left to evaluate after each step, as the generator believes it (a wrong step
+    # carries its wrong value): where a rollout from that step's prefix starts.
+    states: tuple[Expr, ...] = ()
 
     @property
     def texts(self) -> list[str]:
@@ -264,13 +267,29 @@ class Generator:
     def sample(self, problem: Problem, index: int) -> Sample:
         """The `index`-th sample for this problem: the same on every call and machine."""
         rng = random.Random(_seed(self.seed, "sample", problem.key, index))
+        walked = self._walk(rng, problem.expression)
+        answer = walked[-1][1] if walked else problem.expression
+        steps = [step for step, _ in walked]
+        states = [state for _, state in walked]
+        steps.append(Step(f"{ANSWER_MARKER}{answer}", "answer", 1))
+        states.append(answer)
+        return Sample(problem=problem, steps=tuple(steps), answer=answer, states=tuple(states))
+
+    def finish(self, problem: Problem, state: Expr, *, salt: str) -> int:
+        """A rollout: the generator writes the rest of a solution from `state` (the value left
+        after some prefix) and reports the answer it reaches. Seeded by `salt`."""
+        rng = random.Random(_seed(self.seed, "rollout", problem.key, salt))
+        walked = self._walk(rng, state)
+        return walked[-1][1] if walked else state  # type: ignore[return-value]
+
+    def _walk(self, rng: random.Random, state: Expr) -> list[tuple[Step, Expr]]:
+        """Steps from `state` until a single digit is left, each with the state after it."""
         config = self.config
         likes_distributing = rng.random() < config.distribute_rate
-        state = problem.expression
-        steps: list[Step] = []
+        walked: list[tuple[Step, Expr]] = []
         while not isinstance(state, int):
             if rng.random() < config.filler_rate:
-                steps.append(self._filler(rng, state))
+                walked.append((self._filler(rng, state), state))
             moves = list(_combinations(state))
             distributions = list(_distributions(state))
             if distributions and (likes_distributing or not moves):
@@ -279,9 +298,8 @@ class Generator:
             else:
                 path, i, j = rng.choice(moves)
                 state, step = self._combine(rng, state, path, i, j)
-            steps.append(step)
-        steps.append(Step(f"{ANSWER_MARKER}{state}", "answer", 1))
-        return Sample(problem=problem, steps=tuple(steps), answer=state)
+            walked.append((step, state))
+        return walked
 
     def samples(self, problem: Problem, count: int, *, start: int = 0) -> list[Sample]:
         return [self.sample(problem, start + k) for k in range(count)]

@@ -35,9 +35,7 @@ class SimulatedLabeler:
     rng: random.Random
 
     def rating(self, truth: int) -> int:
-        if self.noise and self.rng.random() < self.noise:
-            return self.rng.choice([r for r in RATINGS if r != truth])
-        return truth
+        return noisy_rating(truth, noise=self.noise, rng=self.rng)
 
     def label_next(self) -> LabelingSession | None:
         """Take the next labeling session and label it to the end; None when none is served."""
@@ -58,6 +56,24 @@ class SimulatedLabeler:
         return workbench.submit_session(
             session_id=session.pk, labeler=self.labeler, finish_reason=finish
         )
+
+
+def noisy_rating(truth: int, *, noise: float, rng: random.Random) -> int:
+    """The rating a labeler with this noise rate gives a step whose own rating is `truth`."""
+    if noise and rng.random() < noise:
+        return rng.choice([r for r in RATINGS if r != truth])
+    return truth
+
+
+def session_ratings(truth: list[int], *, noise: float, rng: random.Random) -> list[int]:
+    """The ratings one labeling session gives: step by step until the first -1 given, as
+    `SimulatedLabeler.label_next` rates through the workbench."""
+    given: list[int] = []
+    for true_rating in truth:
+        given.append(noisy_rating(true_rating, noise=noise, rng=rng))
+        if given[-1] == -1:
+            break
+    return given
 
 
 def step_truth(solution: Solution) -> list[int]:

@@ -302,3 +302,20 @@ def test_the_table_shows_an_orm_trained_at_the_final_label_count_only():
     assert header[-2:] == ["prm@4", "orm@4"]
     assert first[-2:] == ["0.700", "-"]
     assert last[-2:] == ["0.800", "0.750"]
+
+
+def test_samples_stay_what_the_documented_figures_were_measured_on():
+    # Rollouts made the generator record its states; the samples themselves must not move.
+    generator = Generator(seed=0)
+    problem = make_problems(3, seed=0)[2]
+    assert problem.text == "Work modulo 10. Evaluate 7 × 5 + 2 + 4."
+    first, second = generator.sample(problem, 0), generator.sample(problem, 1)
+    assert first.texts == ["Then 7 × 5 = 5.", "4 + 5 = 9.", "Then 9 + 2 = 1.", "# Answer\n\n1"]
+    assert second.texts == [
+        "7 × 5 = 5.",
+        "Then 2 + 4 = 8.",
+        "Let me look at the expression again.",
+        "Then 8 + 5 = 3.",
+        "# Answer\n\n3",
+    ]
+    assert second.states == (("+", (5, 2, 4)), ("+", (5, 8)), ("+", (5, 8)), 3, 3)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from trainer.simulation import loop
+from trainer.simulation import label_sources, loop
 
 
 class Command(BaseCommand):
@@ -12,7 +12,9 @@ class Command(BaseCommand):
         "Run active learning without humans on the synthetic domain: generations of select, "
         "label (simulated labelers through the real services), retrain, evaluate. Needs a "
         "database of its own (it refuses one with other data). --compare runs every strategy "
-        "with the same seed; --calibrate measures how fast the tiny PRM learns the domain."
+        "with the same seed; --calibrate measures how fast the tiny PRM learns the domain; "
+        "--label-sources compares PRMs trained on human, rollout and mixed labels at equal "
+        "cost (no database writes)."
     )
 
     def add_arguments(self, parser):
@@ -71,9 +73,57 @@ class Command(BaseCommand):
             "solutions and report held-out step AUROC per epoch (no database writes)",
         )
 
+        sources = label_sources.LabelSourcesConfig()
+        parser.add_argument(
+            "--label-sources",
+            action="store_true",
+            help="train PRMs on simulated human labels, rollout labels and both, bought with "
+            "the same budget, and print a table over --seeds (no database writes; it uses "
+            "--noise, --best-of, --trials, --epochs, --learning-rate, --batch-size, "
+            "--max-minutes; its test set is --ls-test-problems x --ls-test-samples)",
+        )
+        parser.add_argument(
+            "--budget",
+            type=float,
+            default=sources.budget,
+            help="with --label-sources: generator completions each source may spend",
+        )
+        parser.add_argument(
+            "--human-cost",
+            type=float,
+            default=sources.human_cost,
+            help="with --label-sources: completions one human-labeled solution costs",
+        )
+        parser.add_argument(
+            "--rollouts",
+            type=int,
+            default=sources.rollouts,
+            help="with --label-sources: k, rollouts from each step's prefix",
+        )
+        parser.add_argument(
+            "--mixed-share",
+            type=float,
+            default=sources.mixed_share,
+            help="with --label-sources: share of the budget 'mixed' spends on human labels",
+        )
+        parser.add_argument(
+            "--sources",
+            default=",".join(sources.sources),
+            help=f"with --label-sources: comma-separated, among {', '.join(label_sources.SOURCES)}",
+        )
+        parser.add_argument(
+            "--seeds",
+            default=",".join(map(str, sources.seeds)),
+            help="with --label-sources: comma-separated seeds",
+        )
+        parser.add_argument("--ls-test-problems", type=int, default=sources.test_problems)
+        parser.add_argument("--ls-test-samples", type=int, default=sources.test_samples)
+
     def handle(self, *args, **options):
         if options["calibrate"]:
             return self._calibrate(options)
+        if options["label_sources"]:
+            return self._label_sources(options)
         config = self._config(options)
         emit = self.stderr.write
         try:
@@ -117,6 +167,45 @@ class Command(BaseCommand):
         if any(n < 1 for n in best_of) or not best_of:
             raise CommandError("--best-of needs positive integers.")
         return config
+
+    def _label_sources(self, options):
+        try:
+            seeds = tuple(int(n) for n in options["seeds"].split(",") if n.strip())
+        except ValueError:
+            raise CommandError("--seeds takes comma-separated integers, e.g. 0,1,2") from None
+        config = self._config(options)
+        sources = tuple(s.strip() for s in options["sources"].split(",") if s.strip())
+        ls_config = label_sources.LabelSourcesConfig(
+            budget=options["budget"],
+            human_cost=options["human_cost"],
+            rollouts=options["rollouts"],
+            mixed_share=options["mixed_share"],
+            sources=sources,
+            noise=config.noise,
+            seeds=seeds,
+            test_problems=options["ls_test_problems"],
+            test_samples=options["ls_test_samples"],
+            best_of=config.best_of,
+            trials=config.trials,
+            epochs=config.epochs,
+            learning_rate=config.learning_rate,
+            batch_size=config.batch_size,
+            max_minutes=config.max_minutes,
+        )
+        try:
+            result = label_sources.compare_label_sources(ls_config, emit=self.stderr.write)
+        except loop.SimulationRefused as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(
+            f"Budget {ls_config.budget:g} completions per source; a human-labeled solution "
+            f"costs {ls_config.human_cost:g}, a rollout-labeled one {ls_config.rollouts} per "
+            f"step rolled out; seeds {', '.join(map(str, seeds))} (mean ± std)."
+        )
+        self.stdout.write(label_sources.table(result))
+        if options["out"]:
+            payload = {**result, "summary": label_sources.summarize(result)}
+            options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
+            self.stdout.write(f"Results written to {options['out']}")
 
     def _calibrate(self, options):
         from trainer.simulation.calibrate import calibrate
