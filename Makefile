@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 
 .PHONY: run test setup migrate lint bench bench-export bench-serve bench-score bench-train \
-	bench-serve-load bench-active-learning clean models-smollm2
+	bench-serve-load bench-active-learning bench-generate clean models-smollm2
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,7 +58,8 @@ lint: setup
 
 # Every benchmark, one after another, even past a failure or a missed target; the summary
 # names the ones that did not pass. bench-serve needs DATABASE_URL=postgres://….
-BENCHES := bench-export bench-train bench-score bench-serve bench-serve-load bench-active-learning
+BENCHES := bench-export bench-train bench-score bench-generate bench-serve bench-serve-load \
+	bench-active-learning
 bench: setup
 	@failed=""; started=$$(date +%s); \
 	for b in $(BENCHES); do \
@@ -82,6 +83,11 @@ bench-serve-load: setup
 
 # The scale figure: a 100,000-solution pool (BENCH_SCORE_ARGS=--solutions 2000 for a quick look).
 BENCH_SCORE_ARGS ?= --solutions 100000 --per-call 500
+# Sampling with the local generator (SmolLM2-135M), batched against one request at a time;
+# BENCH_GENERATE_ARGS=--server adds `transformers serve` as a peer.
+bench-generate: setup $(SMOLLM2)
+	$(BIN)/python bench/generate.py $(BENCH_GENERATE_ARGS)
+
 bench-score: setup
 	$(BIN)/python bench/score.py $(BENCH_SCORE_ARGS)
 

@@ -374,5 +374,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     # math-verify warns once per process that its signal timeouts are off; they are off on
     # purpose (signals fail outside the main thread), see labeling/grading.py.
-    "loggers": {"math_verify": {"level": "ERROR"}},
+    # The OpenAI client's HTTP library logs every request at INFO: a sampling run's thousands.
+    "loggers": {"math_verify": {"level": "ERROR"}, "httpx": {"level": "WARNING"}},
 }

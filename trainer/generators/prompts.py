@@ -15,11 +15,18 @@ from labeling.prm800k import ANSWER_MARKER
 SYSTEM = (
     "Solve the math problem step by step. Put each step in its own paragraph, separated by "
     "a blank line. After the last step write a line '# Answer', a blank line, and the final "
-    "answer alone.\n\n"
-    "Example.\nProblem: What is $3 \\cdot 4 + 5$?\n\n"
-    "First multiply: $3 \\cdot 4 = 12$.\n\n"
-    "Then add: $12 + 5 = 17$.\n\n"
-    "# Answer\n\n17"
+    "answer alone."
+)
+# The worked example is a turn of its own, not text in the instruction: SmolLM2-135M finished
+# 5 of 8 samples with an answer this way, against 1 of 8 with the example inside the
+# instruction (two MATH problems, 256 tokens, 2026-11-24).
+EXAMPLE = (
+    {"role": "user", "content": "What is $3 \\cdot 4 + 5$?"},
+    {
+        "role": "assistant",
+        "content": "First multiply: $3 \\cdot 4 = 12$.\n\nThen add: $12 + 5 = 17$.\n\n"
+        "# Answer\n\n17",
+    },
 )
 CONTINUE = (
     "{problem}\n\nHere is the beginning of a solution:\n\n{steps}\n\n"
@@ -30,6 +37,13 @@ CONTINUE = (
 MAX_STEPS = 64
 MAX_STEP_CHARS = 4000
 _BLANK_LINES = re.compile(r"\n[ \t]*\n+")
+# "The answer is $80$." closing a reply that has no "# Answer" line and no box.
+_ANSWER_SENTENCE = re.compile(
+    r"(?:^|[.!]\s+)(?:so,?\s+|therefore,?\s+|thus,?\s+)?(?:the\s+)?(?:final\s+)?answer\s+is"
+    r"\s*:?\s*(?P<answer>[^\n]+?)\s*\.?\s*$",
+    re.IGNORECASE,
+)
+_HEADING = re.compile(r"#+\s*Answer\s*:?", re.IGNORECASE)
 _ANSWER_LINE = re.compile(r"^[ \t]*#+[ \t]*Answer[ \t]*:?[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -40,8 +54,12 @@ class ParsedSolution:
     finished: bool  # the reply reached a "# Answer" line with an answer
 
 
+def _messages(content: str) -> tuple[dict[str, str], ...]:
+    return ({"role": "system", "content": SYSTEM}, *EXAMPLE, {"role": "user", "content": content})
+
+
 def solution_messages(*, problem: str) -> tuple[dict[str, str], ...]:
-    return ({"role": "system", "content": SYSTEM}, {"role": "user", "content": problem})
+    return _messages(problem)
 
 
 def continuation_messages(*, problem: str, steps: list[str]) -> tuple[dict[str, str], ...]:
@@ -49,8 +67,7 @@ def continuation_messages(*, problem: str, steps: list[str]) -> tuple[dict[str, 
     across servers: no server-specific "continue the assistant's message" option is needed."""
     if not steps:
         return solution_messages(problem=problem)
-    content = CONTINUE.format(problem=problem, steps="\n\n".join(steps))
-    return ({"role": "system", "content": SYSTEM}, {"role": "user", "content": content})
+    return _messages(CONTINUE.format(problem=problem, steps="\n\n".join(steps)))
 
 
 def _paragraphs(body: str) -> list[str]:
@@ -101,7 +118,15 @@ def parse_solution(text: str) -> ParsedSolution:
         body = text[: match.start()]
         rest = match.group(1).strip() or text[match.end() :].strip()
         # The answer is its paragraph's first line: "17", not "17\n\nI hope this helps."
-        answer = _BLANK_LINES.split(rest.strip(), maxsplit=1)[0].strip().split("\n")[0].strip()
+        # The answer's paragraph, past any repeated "# Answer" heading.
+        answer = next(
+            (
+                _clean_answer(part)
+                for part in _BLANK_LINES.split(rest.strip())
+                if part.strip() and not _HEADING.fullmatch(part.strip())
+            ),
+            "",
+        )
         finished = bool(answer)
     else:
         body = text
@@ -112,10 +137,27 @@ def parse_solution(text: str) -> ParsedSolution:
             following = _BLANK_LINES.search(text, end)
             body = text[: following.start()] if following else text
             finished = True
+        else:
+            paragraphs = _paragraphs(text)
+            said = _ANSWER_SENTENCE.search(paragraphs[-1]) if paragraphs else None
+            if said is not None:
+                answer = _clean_answer(said.group("answer"))
+                finished = bool(answer)
     steps = [s[:MAX_STEP_CHARS] for s in _paragraphs(body)[:MAX_STEPS]]
     if finished:
         steps.append(f"{ANSWER_MARKER}\n\n{answer}")
     return ParsedSolution(steps=steps, answer=answer, finished=finished)
+
+
+def _clean_answer(text: str) -> str:
+    """The answer alone: its first line that is not another "# Answer" heading, without a
+    leading "The answer is" or a closing full stop."""
+    lines = [line.strip() for line in text.strip().split("\n")]
+    line = next((line for line in lines if line and not _HEADING.fullmatch(line)), "")
+    said = _ANSWER_SENTENCE.search(line)
+    if said is not None:
+        line = said.group("answer")
+    return line.rstrip(".").strip()
 
 
 def first_step(text: str) -> str:

@@ -263,8 +263,25 @@ def test_a_gguf_model_is_refused_with_the_way_to_convert_it(settings, tmp_path):
             ],
             "\\frac{7}{2}",
         ),
+        # What SmolLM2-135M wrote (2026-11-24): an answer said, not marked; the heading twice;
+        # the answer as a sentence under the heading.
+        (
+            "Multiply: $40 \\% \\times 65 = 26$.\n\nThe answer is $26$",
+            ["Multiply: $40 \\% \\times 65 = 26$.", "The answer is $26$", "# Answer\n\n$26$"],
+            "$26$",
+        ),
+        ("Add.\n\n# Answer\n\n# Answer\n\n5", ["Add.", "# Answer\n\n5"], "5"),
+        ("Add.\n\n# Answer\n\nThe answer is $672$.", ["Add.", "# Answer\n\n$672$"], "$672$"),
     ],
-    ids=["crlf", "trailing-chatter", "blank-line-in-display-math", "boxed"],
+    ids=[
+        "crlf",
+        "trailing-chatter",
+        "blank-line-in-display-math",
+        "boxed",
+        "answer-said",
+        "heading-twice",
+        "sentence-under-heading",
+    ],
 )
 def test_replies_are_read_as_prm800k_steps(reply, steps, answer):
     parsed = parse_solution(reply)

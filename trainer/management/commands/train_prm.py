@@ -27,7 +27,13 @@ class Command(BaseCommand):
         parser.add_argument("--screening", action="store_true", help="include screening")
         parser.add_argument("--generation-min", type=int)
         parser.add_argument("--generation-max", type=int)
-        parser.add_argument("--base-model", help="local checkpoint directory (PRM_BASE_MODEL)")
+        parser.add_argument(
+            "--base-model", help="a recorded local model's name, or a checkpoint directory"
+        )
+        parser.add_argument("--label-source", choices=["human", "rollout", "both"])
+        parser.add_argument("--rollout-estimate", choices=["hard", "soft"])
+        parser.add_argument("--rollout-weight", type=float)
+        parser.add_argument("--rollout-run", type=int, help="a sampling run id (default: latest)")
 
     def handle(self, *args, **options):
         params = {
@@ -42,6 +48,10 @@ class Command(BaseCommand):
                 "generation_min",
                 "generation_max",
                 "base_model",
+                "label_source",
+                "rollout_estimate",
+                "rollout_weight",
+                "rollout_run",
             )
             if options[name] is not None
         }
