@@ -57,8 +57,8 @@ from trainer.generators import (
     GeneratorUnavailable,
     SamplingSettings,
     open_generator,
-    parse_solution,
     propose_next_steps,
+    step_answer,
 )
 
 MAX_PROPOSALS = 8
@@ -551,9 +551,9 @@ def _advance(*, session: LabelingSession, text: str, now: datetime) -> None:
     solution = session.solution
     solution.steps = [*solution.steps, text]
     # The answer step may carry its last words before "# Answer" (as PRM800K's do).
-    parsed = parse_solution(text)
-    if parsed.finished:
-        solution.answer = parsed.answer
+    answer = step_answer(text)
+    if answer:
+        solution.answer = answer
         solution.is_correct = grading.grade_answer(solution.answer, solution.problem.answer)
         solution.save(update_fields=["steps", "answer", "is_correct", "content_hash"])
         _end(session=session, finish_reason="solution", reason_text="", now=now)

@@ -24,6 +24,7 @@ from trainer.generators.prompts import (
     first_step,
     parse_solution,
     solution_messages,
+    step_answer,
 )
 
 # A proposal is one step: a short budget keeps a live proposal quick.
@@ -43,6 +44,7 @@ __all__ = [
     "propose_next_steps",
     "roll_out",
     "sample_solutions",
+    "step_answer",
 ]
 
 

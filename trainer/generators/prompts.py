@@ -160,6 +160,14 @@ def _clean_answer(text: str) -> str:
     return line.rstrip(".").strip()
 
 
+def step_answer(step: str) -> str:
+    """The final answer of a step that is PRM800K's answer step ("# Answer" then the answer),
+    else "". A step that only says "the answer is 4" is not one: in phase 1 the trajectory
+    ends at the step a labeler chose or wrote as the answer step, not at a sentence."""
+    match = _ANSWER_LINE.search(step)
+    return parse_solution(step).answer if match else ""
+
+
 def first_step(text: str) -> str:
     """The first step of a continuation: what a live proposal shows ("" when there is none)."""
     parsed = parse_solution(text)
