@@ -138,7 +138,7 @@ def mark_stale_runs_failed(*, older_than: datetime, worker_hostname: str = "") -
         for pk, pid in running.filter(worker_hostname=worker_hostname).values_list(
             "pk", "worker_pid"
         ):
-            if pid is None or not _process_alive(pid):
+            if pid is None or not process_alive(pid):
                 stale.add(pk)
     failed = []
     for pk in sorted(stale):
@@ -154,7 +154,9 @@ def mark_stale_runs_failed(*, older_than: datetime, worker_hostname: str = "") -
     return failed
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this pid exists on this host (a worker that restarted under the
+    same name finds its dead predecessor's runs by it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

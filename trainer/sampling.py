@@ -38,6 +38,7 @@ from trainer.generators import (
     sample_solutions,
 )
 from trainer.models import LocalModel, RolloutLabel, SamplingRun, SamplingRunItem
+from trainer.runs import process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +288,7 @@ def mark_stale_sampling_runs_failed(
         for pk, pid in running.filter(worker_hostname=worker_hostname).values_list(
             "pk", "worker_pid"
         ):
-            if pid is None or pid == os.getpid() or not _process_alive(pid):
+            if pid is None or pid == os.getpid() or not process_alive(pid):
                 stale.add(pk)
     failed = []
     for pk in sorted(stale):
@@ -302,16 +303,6 @@ def mark_stale_sampling_runs_failed(
             _log_to_run(pk, message)
             failed.append(pk)
     return failed
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # --- executing (the body of the Celery task) --------------------------------------------------
