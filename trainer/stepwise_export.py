@@ -1,0 +1,45 @@
+"""Labels in the stepwise-supervision format of TRL and Hugging Face datasets.
+
+One JSON object per training example: `prompt` (the problem), `completions` (its steps, up to
+and including the first -1) and `labels` (one per step), the columns TRL's stepwise-supervision
+type names and `datasets.load_dataset("json", ...)` reads. The examples are exactly what a
+training run with the same parameters trains on (`dataset.build_training_examples`: one label
+per solution by the training rule, rollout labels when the label source asks for them), so an
+outside trainer sees the data stepwise's own loop sees.
+
+A label is a bool, the step is good: +1, and 0 when `neutral_as_positive` (the default, the
+paper's rule). With soft rollout estimates every label is a float (the share of rollouts that
+reached the answer; a human label's 1.0 or 0.0), so one file holds one type per column.
+"""
+
+import json
+from collections.abc import Iterator
+from typing import TextIO
+
+from trainer import dataset
+from trainer.params import TrainingParams
+
+
+def _soft(params: TrainingParams) -> bool:
+    return params.label_source != "human" and params.rollout_estimate == "soft"
+
+
+def stepwise_rows(*, params: TrainingParams) -> Iterator[dict]:
+    soft = _soft(params)
+    for example in dataset.build_training_examples(params=params):
+        good = [r == 1 or (r == 0 and params.neutral_as_positive) for r in example.labels]
+        shares = example.targets or [float(g) for g in good]
+        yield {
+            "prompt": example.problem,
+            "completions": example.steps,
+            "labels": shares if soft else good,
+        }
+
+
+def write_stepwise(*, out: TextIO, params: TrainingParams) -> int:
+    """Write the rows as JSON Lines; returns how many."""
+    count = 0
+    for row in stepwise_rows(params=params):
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        count += 1
+    return count
