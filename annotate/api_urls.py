@@ -30,6 +30,7 @@ urlpatterns = [
         name="api-human-completion",
     ),
     path("labels/export/", labeling_api.ExportView.as_view(), name="api-export"),
+    path("score/", trainer_api.ScoreView.as_view(), name="api-score"),
     path("tokens/", labeling_api.TokenListView.as_view(), name="api-tokens"),
     path(
         "tokens/<str:token_key>/", labeling_api.TokenDetailView.as_view(), name="api-token-detail"

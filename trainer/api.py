@@ -9,12 +9,13 @@ from rest_framework import status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from labeling.models import Generation
 from labeling.permissions import IsResearcher
 from labeling.services import overlap
-from trainer import model_versions, pipeline, runs, selectors
+from trainer import model_versions, pipeline, runs, scoring_service, selectors
 from trainer import serializers as s
 from trainer.models import ModelVersion, TrainingRun
 
@@ -98,3 +99,21 @@ class GenerationViewSet(ReadOnlyModelViewSet):
         overlapping = overlap.set_overlap(generation=self.get_object(), **body.validated_data)
         data = {**body.validated_data, "overlapping": overlapping}
         return Response(s.OverlapResultSerializer(data).data)
+
+
+class ScoreView(APIView):
+    """Score posted solutions with the active model version (best-of-N, RL)."""
+
+    permission_classes = [IsResearcher]
+
+    @extend_schema(request=s.ScoreRequestSerializer, responses=s.ScoreResponseSerializer)
+    def post(self, request: Request) -> Response:
+        posted = s.ScoreRequestSerializer(data=request.data)
+        posted.is_valid(raise_exception=True)
+        solutions = posted.validated_data["solutions"]
+        version, scored = scoring_service.score_posted(
+            problems=[x["problem"] for x in solutions], steps=[x["steps"] for x in solutions]
+        )
+        return Response(
+            s.ScoreResponseSerializer({"model_version": version, "solutions": scored}).data
+        )

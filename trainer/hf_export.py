@@ -35,7 +35,8 @@ step of a solution -1 (bad), 0 (okay) or +1 (good), the PRM800K labels.
 
 The tokens of the problem followed by a blank line (`problem + "\\n\\n"`), then each step's
 tokens followed by the step tag `{tag}` (token id {tag_id}, a special token of the tokenizer),
-each piece tokenized on its own without special tokens{bos}. The logits at the tag after step i rate step i: labels {labels}.
+each piece tokenized on its own without special tokens{bos}. The logits at the tag after
+step i rate step i: labels {labels}.
 
 ## Scoring rule
 

@@ -6,6 +6,7 @@ from labeling.models import Generation
 from labeling.services.overlap import MAX_OVERLAP_LABELERS
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
+from trainer.scoring_service import MAX_SOLUTIONS, MAX_STEPS, MAX_TEXT_CHARS
 from trainer.selection import STRATEGIES
 
 
@@ -96,3 +97,36 @@ class GenerationQueuedSerializer(serializers.Serializer):
     task_id = serializers.CharField(help_text="The Celery task that scores the pool and selects.")
     model_version = serializers.IntegerField(help_text="The active model version that selects.")
     params = serializers.DictField(help_text="Every selection parameter, defaults filled in.")
+
+
+class TextField(serializers.CharField):
+    """Text only: a number where text belongs is the caller's mistake, not text "1"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class PostedSolutionSerializer(serializers.Serializer):
+    problem = TextField(max_length=MAX_TEXT_CHARS, trim_whitespace=False)
+    steps = serializers.ListField(
+        child=TextField(max_length=MAX_TEXT_CHARS, trim_whitespace=False),
+        min_length=1,
+        max_length=MAX_STEPS,
+    )
+
+
+class ScoreRequestSerializer(serializers.Serializer):
+    solutions = PostedSolutionSerializer(many=True, min_length=1, max_length=MAX_SOLUTIONS)
+
+
+class ScoredSolutionSerializer(serializers.Serializer):
+    step_scores = serializers.ListField(child=serializers.FloatField())
+    score = serializers.FloatField(allow_null=True)
+    truncated = serializers.BooleanField()
+
+
+class ScoreResponseSerializer(serializers.Serializer):
+    model_version = serializers.IntegerField()
+    solutions = ScoredSolutionSerializer(many=True)
