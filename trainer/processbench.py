@@ -1,0 +1,133 @@
+"""ProcessBench: does the PRM find the first wrong step?
+
+A ProcessBench file holds one item per line: `problem`, `steps` (a list of texts) and `label`,
+the index (from 0) of the first wrong step, or -1 when every step is right. The PRM predicts
+the first step whose score falls below a threshold (-1 when none does). Reported as the
+benchmark does: accuracy on the erroneous items (the predicted index is the label), accuracy
+on the correct items (nothing predicted), and F1, their harmonic mean.
+
+The threshold is a choice: `sweep` reports every threshold of a grid; `choose_threshold`
+takes the best F1 on a development split, to be reported on the rest, so that the figure
+quoted is not tuned on the items it is measured on.
+"""
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotate.errors import Invalid
+
+GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))  # 0.05, 0.10, ... 0.95
+
+
+class ProcessBenchInvalid(Invalid):
+    """A line that is not a ProcessBench item; the message is FILE:LINE: what is wrong."""
+
+
+@dataclass(frozen=True)
+class Item:
+    problem: str
+    steps: list[str]
+    label: int  # the first wrong step, or -1
+
+
+@dataclass(frozen=True)
+class Result:
+    threshold: float
+    erroneous: int
+    correct: int
+    accuracy_erroneous: float | None  # None without erroneous items
+    accuracy_correct: float | None
+    f1: float  # 0 when either accuracy is 0 or missing
+
+
+def read_items(*, path: Path | str) -> list[Item]:
+    path = Path(path)
+    items = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name}:{number}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ProcessBenchInvalid(f"{where}: not JSON ({exc.msg}).") from None
+            problem, steps, label = (obj.get(k) for k in ("problem", "steps", "label"))
+            if not isinstance(problem, str) or not problem:
+                raise ProcessBenchInvalid(f"{where}: problem must be a non-empty text.")
+            if (
+                not isinstance(steps, list)
+                or not steps
+                or not all(isinstance(s, str) for s in steps)
+            ):
+                raise ProcessBenchInvalid(f"{where}: steps must be a non-empty list of texts.")
+            if (
+                isinstance(label, bool)
+                or not isinstance(label, int)
+                or not -1 <= label < len(steps)
+            ):
+                raise ProcessBenchInvalid(
+                    f"{where}: label must be -1 or a step index from 0 to {len(steps) - 1}."
+                )
+            items.append(Item(problem=problem, steps=steps, label=label))
+    return items
+
+
+def first_error(step_scores: Sequence[float], threshold: float) -> int:
+    """The first step scored below `threshold`, or -1."""
+    return next((i for i, score in enumerate(step_scores) if score < threshold), -1)
+
+
+def evaluate(
+    items: Sequence[Item], step_scores: Sequence[Sequence[float]], threshold: float
+) -> Result:
+    hits_bad = hits_good = bad = good = 0
+    for item, scores in zip(items, step_scores, strict=True):
+        predicted = first_error(scores, threshold)
+        if item.label == -1:
+            good += 1
+            hits_good += predicted == -1
+        else:
+            bad += 1
+            hits_bad += predicted == item.label
+    acc_bad = hits_bad / bad if bad else None
+    acc_good = hits_good / good if good else None
+    f1 = 2 * acc_bad * acc_good / (acc_bad + acc_good) if acc_bad and acc_good else 0.0
+    return Result(threshold, bad, good, acc_bad, acc_good, f1)
+
+
+def sweep(
+    items: Sequence[Item], step_scores: Sequence[Sequence[float]], grid: Sequence[float] = GRID
+) -> list[Result]:
+    return [evaluate(items, step_scores, t) for t in grid]
+
+
+def split(n: int, *, dev_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Indices of a development part and the rest, by a seeded shuffle."""
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    cut = round(n * dev_fraction)
+    return sorted(order[:cut]), sorted(order[cut:])
+
+
+def choose_threshold(
+    items: Sequence[Item], step_scores: Sequence[Sequence[float]], grid: Sequence[float] = GRID
+) -> float:
+    """The threshold of the best F1 on these items (the lowest of equals)."""
+    return max(sweep(items, step_scores, grid), key=lambda r: (r.f1, -r.threshold)).threshold
+
+
+def format_result(result: Result) -> str:
+    def shown(value: float | None) -> str:
+        return "  –  " if value is None else f"{value:.3f}"
+
+    return (
+        f"{result.threshold:9.2f}  {shown(result.accuracy_erroneous)} ({result.erroneous:>4})  "
+        f"{shown(result.accuracy_correct)} ({result.correct:>4})  {result.f1:.3f}"
+    )
+
+
+HEADER = "threshold  erroneous acc (n)  correct acc (n)    F1"

@@ -1,0 +1,71 @@
+"""The ProcessBench evaluator on a hand-made file whose figures are worked out by hand."""
+
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from trainer import processbench
+from trainer.models import ModelVersion
+from trainer.prm import PRM
+
+ITEMS = [
+    {"problem": "A", "steps": ["a1", "a2", "a3"], "label": 1},
+    {"problem": "B", "steps": ["b1", "b2"], "label": 0},
+    {"problem": "C", "steps": ["c1", "c2"], "label": -1},
+    {"problem": "D", "steps": ["d1", "d2"], "label": -1},
+]
+SCORES = [[0.9, 0.2, 0.1], [0.6, 0.1], [0.8, 0.9], [0.4, 0.9]]
+
+
+@pytest.fixture
+def items(tmp_path):
+    path = tmp_path / "pb.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
+    return processbench.read_items(path=path)
+
+
+def test_accuracies_and_f1_as_worked_out_by_hand(items):
+    # Threshold 0.5: predicted first errors A 1 (right), B 1 (wrong: it is 0), C -1 (right),
+    # D 0 (wrong: no error) -> erroneous 1/2, correct 1/2, F1 = 2(.5)(.5)/(.5+.5) = 0.5.
+    half = processbench.evaluate(items, SCORES, 0.5)
+    assert (half.accuracy_erroneous, half.accuracy_correct, half.f1) == (0.5, 0.5, 0.5)
+    # Threshold 0.7: A 1, B 0 (0.6 < 0.7), C -1, D 0 -> erroneous 2/2, correct 1/2,
+    # F1 = 2(1)(.5)/1.5 = 2/3.
+    high = processbench.evaluate(items, SCORES, 0.7)
+    assert (high.accuracy_erroneous, high.accuracy_correct) == (1.0, 0.5)
+    assert high.f1 == pytest.approx(2 / 3)
+    # Threshold 0.1: nothing is below it -> no error found: erroneous 0/2, F1 0.
+    assert processbench.evaluate(items, SCORES, 0.1).f1 == 0.0
+
+
+def test_the_threshold_is_the_best_f1_lowest_first(items):
+    # F1 2/3 from 0.25 to 0.40 (A right, B wrong, C and D right) and from 0.65 to 0.80 (A, B, C
+    # right, D wrong); 0.5 in between, 0 at both ends: the lowest of the best is 0.25.
+    assert processbench.choose_threshold(items, SCORES) == 0.25
+
+
+def test_a_bad_line_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(ITEMS[0]) + "\n" + json.dumps({**ITEMS[1], "label": 2}) + "\n")
+
+    with pytest.raises(processbench.ProcessBenchInvalid, match="bad.jsonl:2: label"):
+        processbench.read_items(path=path)
+
+
+@pytest.mark.django_db
+def test_the_command_scores_with_the_active_version_and_reports_a_held_out_f1(tmp_path, items):
+    corpus = [step for item in ITEMS for step in item["steps"]] * 5
+    PRM.build(base_model=None, corpus=corpus, seed=2).save(tmp_path / "run-1")
+    ModelVersion.objects.create(name="v1", checkpoint_path=str(tmp_path / "run-1"), is_active=True)
+    path = tmp_path / "pb.jsonl"
+    out = io.StringIO()
+
+    call_command("processbench", str(path), "--dev-fraction", "0.5", stdout=out)
+
+    text = out.getvalue()
+    assert "4 items" in text and "chosen on 2 development items), on 2 items" in text
+    assert text.count("\n") > len(processbench.GRID)
+    with pytest.raises(CommandError, match="between 0 and 1"):
+        call_command("processbench", str(path), "--dev-fraction", "1")
