@@ -142,6 +142,14 @@ def main() -> int:
             shown = f"{labels:,.0f}" if labels else "not reached"
             ratio = f"{ratios[strategy]:.2f}x" if ratios.get(strategy) else "-"
             print(f"  {strategy:<26}{shown:>12}   data efficiency vs {BASELINE}: {ratio}")
+        if efficiency.get("auroc_levels"):
+            levels = efficiency["auroc_levels"]
+            mean = efficiency[f"mean_efficiency_vs_{BASELINE}"]
+            print(
+                f"averaged over {len(levels)} AUROC levels {levels[0]}-{levels[-1]} "
+                "(less fragile than one point): "
+                + ", ".join(f"{k} {v}x" for k, v in mean.items() if v is not None)
+            )
     print(f"results: {args.out}" + (f", plot: {plot}" if plot else ""))
     in_time = minutes <= args.max_total_minutes
     print(

@@ -26,6 +26,7 @@ About 500 lines, read top to bottom as one loop; the pool and the evaluation liv
 """
 
 import hashlib
+import math
 import random
 import time
 from collections import Counter
@@ -452,6 +453,55 @@ def data_efficiency(results: dict[str, SimulationResult], *, baseline: str = "un
             name: round(base / labels, 2) if labels and base else None
             for name, labels in needed.items()
         },
+        **mean_efficiency(results, baseline=baseline),
+    }
+
+
+# AUROC levels the averaged statistic reads each learning curve at.
+EFFICIENCY_LEVELS = 5
+
+
+def mean_efficiency(
+    results: dict[str, SimulationResult],
+    *,
+    baseline: str = "uniform",
+    levels: int = EFFICIENCY_LEVELS,
+) -> dict:
+    """Data efficiency that does not hang on one point of one curve.
+
+    The labels each strategy needs to reach an AUROC level (linear between generations) are
+    compared with the baseline's at `levels` levels evenly spaced from the highest
+    first-generation AUROC to the lowest final one (the range every curve was measured
+    over), and the ratios averaged geometrically. On straight learning curves the answer is
+    their slopes' ratio at every level (tested). Empty when the curves share no range.
+    """
+    curves = [
+        [row["step_auroc"] for row in r.generations if row["step_auroc"] is not None]
+        for r in results.values()
+    ]
+    if baseline not in results or any(not curve for curve in curves):
+        return {}
+    low, high = max(curve[0] for curve in curves), min(curve[-1] for curve in curves)
+    if high <= low:
+        return {}
+    steps = [low + (high - low) * k / (levels - 1) for k in range(levels)]
+    ratios: dict[str, float | None] = {}
+    for name, result in results.items():
+        pairs = [
+            (
+                _labels_to_reach(results[baseline].generations, level),
+                _labels_to_reach(result.generations, level),
+            )
+            for level in steps
+        ]
+        if any(not base or not labels for base, labels in pairs):
+            ratios[name] = None
+            continue
+        product = math.prod(base / labels for base, labels in pairs)
+        ratios[name] = round(product ** (1 / len(pairs)), 3)
+    return {
+        "auroc_levels": [round(level, 4) for level in steps],
+        "mean_efficiency_vs_" + baseline: ratios,
     }
 
 

@@ -282,6 +282,29 @@ def test_compare_reports_labels_needed_to_reach_the_baselines_auroc():
     assert "prm@4" in text and len(text.splitlines()) == 7
 
 
+def test_the_averaged_efficiency_is_the_slope_ratio_of_straight_learning_curves():
+    def result(slope):
+        # AUROC = 0.5 + slope * labels: to reach any level a strategy needs (level - 0.5) /
+        # slope labels, so the ratio to uniform is the slopes' ratio at every level.
+        rows = [
+            {"generation": k + 1, "labels": labels, "step_auroc": 0.5 + slope * labels}
+            for k, labels in enumerate([500, 1000, 1500])
+        ]
+        return loop.SimulationResult(config={}, pool={}, generations=rows)
+
+    results = {"selected": result(0.0003), "uniform": result(0.0002)}
+
+    efficiency = loop.mean_efficiency(results)
+
+    # Levels from the highest first AUROC (0.65) to the lowest final one (0.8).
+    assert efficiency["auroc_levels"] == [0.65, 0.6875, 0.725, 0.7625, 0.8]
+    assert efficiency["mean_efficiency_vs_uniform"]["selected"] == pytest.approx(1.5, abs=1e-3)
+    assert efficiency["mean_efficiency_vs_uniform"]["uniform"] == 1.0
+    # Curves that share no AUROC range give no figure rather than an extrapolated one.
+    results["selected"].generations[0]["step_auroc"] = 0.85
+    assert loop.mean_efficiency(results) == {}
+
+
 def test_the_table_shows_an_orm_trained_at_the_final_label_count_only():
     def row(generation: int, labels: int, verifiers: dict) -> dict:
         return {

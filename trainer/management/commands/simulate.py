@@ -141,6 +141,15 @@ class Command(BaseCommand):
                 f"Labels to reach uniform's final AUROC {efficiency['target_auroc']}: "
                 + ", ".join(f"{k} {v}" for k, v in efficiency["labels_needed"].items())
             )
+            if efficiency.get("auroc_levels"):
+                levels = efficiency["auroc_levels"]
+                self.stdout.write(
+                    f"Data efficiency vs uniform, averaged over AUROC {levels[0]}-{levels[-1]} "
+                    f"({len(levels)} levels): "
+                    + ", ".join(
+                        f"{k} {v}x" for k, v in efficiency["mean_efficiency_vs_uniform"].items()
+                    )
+                )
         if options["out"]:
             options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
             self.stdout.write(f"Results written to {options['out']}")
