@@ -21,7 +21,6 @@ from trainer.generators.base import (
 from trainer.generators.prompts import (
     ParsedSolution,
     continuation_messages,
-    first_step,
     parse_solution,
     solution_messages,
     step_answer,
@@ -106,7 +105,9 @@ def propose_next_steps(
     )
     proposals: list[str] = []
     for text in generator.generate(requests=requests, settings=settings):
-        step = first_step(text)
+        # Small models often copy the steps they were given before going on: the proposal is
+        # the first step of the reply that is not one of them.
+        step = next((s for s in parse_solution(text).steps if s not in steps), "")
         if step and step not in proposals and step not in steps[-1:]:
             proposals.append(step)
     return proposals

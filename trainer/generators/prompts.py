@@ -166,9 +166,3 @@ def step_answer(step: str) -> str:
     ends at the step a labeler chose or wrote as the answer step, not at a sentence."""
     match = _ANSWER_LINE.search(step)
     return parse_solution(step).answer if match else ""
-
-
-def first_step(text: str) -> str:
-    """The first step of a continuation: what a live proposal shows ("" when there is none)."""
-    parsed = parse_solution(text)
-    return parsed.steps[0] if parsed.steps else ""
