@@ -12,8 +12,7 @@ from collections.abc import Iterable
 
 from labeling.grading import grade_answer
 from labeling.models import Solution
-from trainer.generators import GenerationRequest, Generator, SamplingSettings, parse_solution
-from trainer.generators.prompts import continuation_messages
+from trainer.generators import Generator, SamplingSettings, roll_out_prefixes
 from trainer.models import RolloutLabel, SamplingRun
 
 # Seeds stay below 2**30, so seed + offset + k fits the 31 bits servers accept.
@@ -54,19 +53,17 @@ def estimate_solution(
         )
     )
     todo = [index for index in range(len(steps) - 1) if index not in done]
-    requests = [
-        GenerationRequest(
-            messages=continuation_messages(problem=solution.problem.text, steps=steps[: i + 1]),
-            seed=settings.seed + seed_offset(solution_id=solution.pk, index=i) + j,
-        )
-        for i in todo
-        for j in range(run.samples)
-    ]
-    texts = generator.generate(requests=requests, settings=settings) if requests else []
+    rolled = roll_out_prefixes(
+        generator=generator,
+        problem=solution.problem.text,
+        prefixes=[steps[: i + 1] for i in todo],
+        k=run.samples,
+        settings=settings,
+        seed_offsets=[seed_offset(solution_id=solution.pk, index=i) for i in todo],
+    )
     truth = solution.problem.answer
     labels = []
-    for n, index in enumerate(todo):
-        completions = [parse_solution(t) for t in texts[n * run.samples : (n + 1) * run.samples]]
+    for index, completions in zip(todo, rolled, strict=True):
         answers = [c.answer if c.finished else "" for c in completions]
         reached = sum(1 for answer in answers if answer and grade_answer(answer, truth))
         labels.append(

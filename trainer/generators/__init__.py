@@ -42,6 +42,7 @@ __all__ = [
     "parse_solution",
     "propose_next_steps",
     "roll_out",
+    "roll_out_prefixes",
     "sample_solutions",
     "step_answer",
 ]
@@ -124,12 +125,37 @@ def roll_out(
 ) -> list[ParsedSolution]:
     """k completions of the solution that begins with `steps`; each holds only the new steps
     and its final answer (`finished` False when a completion never reached one)."""
-    requests = _requests(
-        continuation_messages(problem=problem, steps=steps),
-        n=k,
+    return roll_out_prefixes(
+        generator=generator,
+        problem=problem,
+        prefixes=[steps],
+        k=k,
         settings=settings,
-        seed_offset=seed_offset,
-    )
-    return [
-        parse_solution(text) for text in generator.generate(requests=requests, settings=settings)
+        seed_offsets=[seed_offset],
+    )[0]
+
+
+def roll_out_prefixes(
+    *,
+    generator: Generator,
+    problem: str,
+    prefixes: list[list[str]],
+    k: int,
+    settings: SamplingSettings,
+    seed_offsets: list[int],
+) -> list[list[ParsedSolution]]:
+    """`roll_out` of several prefixes of one problem, all asked in one call (a server answers
+    them concurrently, a local model batches them); prefix i draws with seed offset i."""
+    requests = [
+        request
+        for prefix, offset in zip(prefixes, seed_offsets, strict=True)
+        for request in _requests(
+            continuation_messages(problem=problem, steps=prefix),
+            n=k,
+            settings=settings,
+            seed_offset=offset,
+        )
     ]
+    texts = generator.generate(requests=requests, settings=settings) if requests else []
+    parsed = [parse_solution(text) for text in texts]
+    return [parsed[i * k : (i + 1) * k] for i in range(len(prefixes))]
