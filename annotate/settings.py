@@ -330,6 +330,9 @@ PRM_SCORE_TIME_LIMIT = int(os.environ.get("PRM_SCORE_TIME_LIMIT", str(3 * 3600 +
 # Scoring writes its scores back one chunk of solutions per transaction: a worker killed
 # mid-scoring loses at most one chunk, and the rescoring that follows skips what was written.
 PRM_SCORE_CHUNK = int(os.environ.get("PRM_SCORE_CHUNK", "2000"))
+# Processes one training run starts (torch.distributed, one per device): "auto" is one per
+# CUDA device of the worker, 1 without CUDA; a number starts that many (gloo on the CPU).
+PRM_TRAIN_PROCESSES = os.environ.get("PRM_TRAIN_PROCESSES", "auto")
 # A running run's worker writes a heartbeat this often; a run silent for PRM_RUN_STALE_SECONDS
 # is taken as dead (its worker was killed) and marked failed.
 PRM_HEARTBEAT_SECONDS = float(os.environ.get("PRM_HEARTBEAT_SECONDS", "15"))

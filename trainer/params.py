@@ -21,6 +21,9 @@ AGGREGATIONS = ("product", "min", "last")
 # rollout labels (trainer.rollouts), or both, each solution giving one example of each.
 LABEL_SOURCES = ("human", "rollout", "both")
 ROLLOUT_ESTIMATES = ("hard", "soft")
+# How a run on several processes (settings.PRM_TRAIN_PROCESSES) spreads the model: a whole
+# copy per process (DDP), or sharded across them (FSDP), for backbones one device cannot hold.
+DISTRIBUTED = ("ddp", "fsdp")
 
 
 class InvalidParams(Invalid):
@@ -119,6 +122,21 @@ class TrainingParams:
         high=1,
         low_open=True,
         high_open=True,
+        form=False,
+    )
+    distributed: str = _param(
+        "ddp",
+        label="Several processes",
+        help="On several processes (PRM_TRAIN_PROCESSES): ddp keeps a whole copy of the model "
+        "in each; fsdp shards it across them, for backbones one device cannot hold.",
+        choices=DISTRIBUTED,
+        form=False,
+    )
+    gradient_checkpointing: bool = _param(
+        False,
+        label="Gradient checkpointing",
+        help="Recompute the backbone's activations in the backward pass: less memory for "
+        "about a third more compute.",
         form=False,
     )
     # The scoring rule the model version keeps.

@@ -51,6 +51,10 @@ class NoTrainingData(Conflict):
     """The run's data filters leave nothing to train or hold out; the message says why."""
 
 
+class TrainingMisconfigured(Conflict):
+    """A worker setting (PRM_TRAIN_PROCESSES) that no run can train with."""
+
+
 class CheckpointDirUnwritable(Conflict):
     """PRM_MODEL_DIR cannot be written on the worker: no compute is spent."""
 
@@ -346,11 +350,17 @@ def _error_message(exc: Exception) -> str:
 
 
 def _train(run: TrainingRun, recorder: RunRecorder):
+    from trainer.distributed import InvalidProcessCount, process_count, train_in_process_group
     from trainer.train import train_prm
 
     params = TrainingParams.from_dict(run.params)
     model_dir = Path(settings.PRM_MODEL_DIR)
     _check_checkpoint_dir(model_dir=model_dir)
+    try:
+        # One process trains here, in the worker; more start their own process group.
+        processes = process_count(settings.PRM_TRAIN_PROCESSES)
+    except InvalidProcessCount as exc:
+        raise TrainingMisconfigured(str(exc)) from None
     # Checked again here, where it is loaded: the web host that accepted it may not see
     # this disk, and a link inside PRM_MODEL_DIR may point out of it.
     base_model = resolve_base_model(params.base_model)
@@ -380,7 +390,8 @@ def _train(run: TrainingRun, recorder: RunRecorder):
         f"Data: {len(examples)} examples ({len(train)} train, {len(held_out)} held out), "
         f"snapshot {digest[:12]}."
     )
-    return train_prm(
+    train_on = train_prm if processes == 1 else partial(train_in_process_group, processes=processes)
+    return train_on(
         train=train,
         eval=held_out,
         params=params,

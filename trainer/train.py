@@ -13,11 +13,20 @@ cross-entropy, exactly as before those existed.
 
 The loop reads no database: it trains on the examples it is given and scores the best-of-N
 problems it is given (`trainer.dataset` builds both), so it runs the same in a worker, a
-bench or the simulation.
+bench, the simulation or a rank of a process group (`trainer.distributed`).
+
+In a process group every rank holds all the examples and takes its share of each global
+micro-batch (`params.batch_size` examples across all ranks). Each rank's loss is scaled by its
+share of the global number of labelled step tags (of the global weight, for weighted or soft
+examples), times the world size, so that the gradient DDP (or FSDP) averages is exactly the
+one-process gradient; the global count is known on every rank, since every rank has the data.
+Stop and time-limit decisions are agreed by all ranks at each step; held-out metrics and the
+save are rank 0's, and the others wait.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -35,6 +44,7 @@ from trainer.prm import (
     IGNORE,
     NOT_SOFT,
     PRM,
+    PRMModule,
     PRMSettings,
     configure_threads,
     pack,
@@ -71,6 +81,7 @@ def train_prm(
     on_progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     best_of_n_problems: Sequence[BestOfNProblem] = (),
+    prm: PRM | None = None,
 ) -> TrainResult:
     """Train a PRM on `train`, evaluate on `eval` each epoch, write it to `out_dir`.
 
@@ -81,7 +92,11 @@ def train_prm(
     metrics are None.
 
     Of `params`, the data filters and `base_model` are the caller's business (they chose
-    `train`, `eval` and the `base_model` argument); the loop reads the rest.
+    `train`, `eval` and the `base_model` argument); the loop reads the rest. `prm` is the
+    PRM to start from (`build_prm`), for the ranks of a process group, which must all start
+    from the same one; without it the loop builds it. In a process group (started by
+    `trainer.distributed`) every rank calls this with the same arguments; rank 0's result
+    holds the metrics.
     """
     from accelerate import Accelerator
 
@@ -105,35 +120,56 @@ def train_prm(
 
     cuda = torch.cuda.is_available()
     accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if cuda else "no")
-    emit({"log": f"Building the PRM ({base_model or 'built-in tiny backbone'})."})
-    prm = PRM.build(
-        base_model=base_model,
-        corpus=tokenizer_corpus([*train, *eval]),
-        settings=PRMSettings(
-            neutral_as_positive=params.neutral_as_positive, aggregation=params.aggregation
-        ),
-        seed=params.seed,
-    )
+    world, rank = accelerator.num_processes, accelerator.process_index
+    sharded = world > 1 and params.distributed == "fsdp"
+    if prm is None:
+        emit({"log": f"Building the PRM ({base_model or 'built-in tiny backbone'})."})
+        prm = build_prm(params=params, base_model=base_model, examples=[*train, *eval])
     encoded = prm.encode_many(
         [e.problem for e in train], [e.steps for e in train], [e.labels for e in train]
     )
     weighted = any(e.targets is not None or e.weight != 1.0 for e in train)
     extras = [_extras(row, e) for row, e in zip(encoded, train, strict=True)] if weighted else []
+    # What each example adds to the denominator of the loss's mean: its labelled tags, each
+    # counted with the example's weight when the loss is weighted.
+    norms = [
+        sum(label != IGNORE for label in row.labels) * (e.weight if weighted else 1.0)
+        for row, e in zip(encoded, train, strict=True)
+    ]
     batch_size = max(1, params.batch_size)
     grad_accum = max(1, params.grad_accum)
     updates_per_epoch = math.ceil(math.ceil(len(encoded) / batch_size) / grad_accum)
     total_steps = params.epochs * updates_per_epoch
 
+    if params.gradient_checkpointing:
+        backbone = prm.module.backbone
+        # transformers 5 renamed it; both default to the non-reentrant variant here, since the
+        # reentrant one breaks DDP's per-parameter gradient hooks.
+        enable = getattr(backbone, "activation_checkpointing_enable", None)
+        if enable is not None:
+            enable({"use_reentrant": False})
+        else:
+            backbone.gradient_checkpointing_enable({"use_reentrant": False})
+    if sharded:
+        _shard(prm.module)
     optimizer = torch.optim.AdamW(
         prm.module.parameters(), lr=params.learning_rate, weight_decay=WEIGHT_DECAY
     )
     scheduler = _scheduler(params, optimizer, total_steps)
-    model, optimizer = accelerator.prepare(prm.module, optimizer)
+    if sharded:
+        model = prm.module  # fully_shard wrapped it in place
+    else:
+        model, optimizer = accelerator.prepare(prm.module, optimizer)
     attn = prm.module.backbone.config._attn_implementation
+    where = (
+        f"{world} processes ({params.distributed}, {accelerator.device.type})"
+        if world > 1
+        else str(accelerator.device)
+    )
     emit(
         {
             "log": f"{len(train)} training examples, {len(eval)} held out; "
-            f"{total_steps} optimizer steps on {accelerator.device}"
+            f"{total_steps} optimizer steps on {where}"
             f"{' (bf16, packed)' if cuda else ' (fp32, padded)'}."
         }
     )
@@ -153,22 +189,42 @@ def train_prm(
         for group_start in range(0, len(batches), grad_accum):
             group = batches[group_start : group_start + grad_accum]
             group_loss = 0.0
-            for batch in group:
-                rows = [encoded[i] for i in batch]
+            for index, batch in enumerate(group):
+                share = batch[rank::world]
+                # A rank left without examples (the last, short batch) still runs a forward
+                # and backward, which DDP's gradient all-reduce waits for, at weight 0.
+                rows = [encoded[i] for i in share or batch[:1]]
                 inputs = _packed(rows, attn) if cuda else _padded(rows, prm.pad_id)
                 if weighted:
-                    inputs.update(_extra_inputs([extras[i] for i in batch], packed=cuda))
+                    inputs.update(
+                        _extra_inputs([extras[i] for i in share or batch[:1]], packed=cuda)
+                    )
                 inputs = {k: v.to(accelerator.device) for k, v in inputs.items() if v is not None}
                 with accelerator.autocast():
                     loss, _ = model(**inputs)
-                accelerator.backward(loss / len(group))
+                if world > 1:
+                    # This rank's mean, rescaled to its share of the global mean, times the
+                    # world size that DDP's averaging divides by.
+                    total = sum(norms[i] for i in batch)
+                    loss = loss * (sum(norms[i] for i in share) * world / total if total else 0.0)
+                last = index == len(group) - 1
+                sync = last or sharded or world == 1
+                with contextlib.nullcontext() if sync else accelerator.no_sync(model):
+                    accelerator.backward(loss / len(group))
                 group_loss += loss.item() / len(group)
             if params.max_grad_norm and params.max_grad_norm > 0:
-                accelerator.clip_grad_norm_(model.parameters(), params.max_grad_norm)
+                if sharded:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), params.max_grad_norm)
+                else:
+                    accelerator.clip_grad_norm_(model.parameters(), params.max_grad_norm)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
+            timed_out = (
+                params.max_seconds is not None and time.monotonic() - started > params.max_seconds
+            )
+            group_loss, stopping, timed_out = _agree(accelerator, group_loss, stop(), timed_out)
             losses.append(group_loss)
             emit(
                 {
@@ -179,13 +235,20 @@ def train_prm(
                     "lr": scheduler.get_last_lr()[0],
                 }
             )
-            if stop():
+            if stopping:
                 raise TrainingCancelled(f"Cancelled at step {step} of {total_steps}.")
-            if params.max_seconds is not None and time.monotonic() - started > params.max_seconds:
+            if timed_out:
                 out_of_time = True
                 break
 
-        metrics = evaluate(prm, held_out, best_of_n_problems=best_of_n_problems)
+        # Rank 0 measures while the others wait; sharded, every rank takes part in the
+        # forwards (each holds a shard of the weights) and rank 0 keeps the numbers.
+        metrics = (
+            evaluate(prm, held_out, best_of_n_problems=best_of_n_problems)
+            if rank == 0 or sharded
+            else {}
+        )
+        accelerator.wait_for_everyone()
         metrics["train_loss"] = sum(losses) / len(losses) if losses else None
         epochs.append({"epoch": epoch, **metrics})
         emit({"epoch": epoch, "metrics": metrics})
@@ -193,13 +256,71 @@ def train_prm(
         if out_of_time:
             emit({"log": f"Time limit of {params.max_seconds:g} s reached at step {step}."})
             break
-        if stop():
+        if _agree(accelerator, 0.0, stop(), False)[1]:
             raise TrainingCancelled(f"Cancelled after epoch {epoch}.")
 
-    prm.module = accelerator.unwrap_model(model)
-    prm.save(out_dir)
+    if sharded:
+        _save_sharded(prm, out_dir, rank=rank)
+    elif rank == 0:
+        prm.module = accelerator.unwrap_model(model)
+        prm.save(out_dir)
+    accelerator.wait_for_everyone()
     emit({"log": f"Saved to {out_dir} after {time.monotonic() - started:.1f} s."})
     return TrainResult(checkpoint_dir=out_dir, epochs=epochs, final_metrics=dict(epochs[-1]))
+
+
+def build_prm(*, params: TrainingParams, base_model: str | None, examples: Sequence[Example]):
+    """The untrained PRM a run starts from: the same arguments give the same weights and, for
+    the built-in backbone, the same tokenizer (trained on `examples`' texts)."""
+    return PRM.build(
+        base_model=base_model,
+        corpus=tokenizer_corpus(examples),
+        settings=PRMSettings(
+            neutral_as_positive=params.neutral_as_positive, aggregation=params.aggregation
+        ),
+        seed=params.seed,
+    )
+
+
+def _agree(accelerator, loss: float, stop: bool, timed_out: bool) -> tuple[float, bool, bool]:
+    """The step's global loss, and whether to stop, the same on every rank (which each saw
+    only their share, and only rank 0 hears of a cancel): so all ranks stop at one step."""
+    world = accelerator.num_processes
+    if world == 1:
+        return loss, stop, timed_out
+    values = [loss / world, float(stop), float(timed_out)]
+    agreed = torch.tensor(values, dtype=torch.float64, device=accelerator.device)
+    torch.distributed.all_reduce(agreed)
+    return float(agreed[0]), bool(agreed[1]), bool(agreed[2])
+
+
+def _shard(module) -> None:
+    """FSDP2: each decoder layer, then the rest, sharded across the ranks (in place)."""
+    from torch.distributed.fsdp import fully_shard
+
+    for layer in getattr(module.backbone, "layers", ()):
+        fully_shard(layer)
+    fully_shard(module)
+
+
+def _save_sharded(prm: PRM, out_dir: Path, *, rank: int) -> None:
+    """Gather the full weights on rank 0's CPU (a collective: every rank calls it) and save
+    them there as an ordinary, unsharded PRM."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from transformers import AutoModel
+
+    state = get_model_state_dict(
+        prm.module, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+    if rank != 0:
+        return
+    config = prm.module.backbone.config
+    with torch.device("meta"):
+        module = PRMModule(AutoModel.from_config(config), config.hidden_size)
+    module.load_state_dict(state, assign=True)
+    prm.module = module
+    prm.device = torch.device("cpu")
+    prm.save(out_dir)
 
 
 def _scheduler(params: TrainingParams, optimizer, total_steps: int):
