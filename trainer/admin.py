@@ -3,8 +3,15 @@
 from django.contrib import admin, messages
 
 from annotate.errors import DomainError
-from trainer import model_versions, runs, sampling
-from trainer.models import LocalModel, ModelVersion, RolloutLabel, SamplingRun, TrainingRun
+from trainer import model_versions, runs, sampling, selectors
+from trainer.models import (
+    LocalModel,
+    ModelVersion,
+    RolloutLabel,
+    SamplingRun,
+    ScoringChunk,
+    TrainingRun,
+)
 
 
 @admin.register(TrainingRun)
@@ -28,17 +35,42 @@ class TrainingRunAdmin(admin.ModelAdmin):
                 self.message_user(request, str(exc), messages.WARNING)
 
 
+class ScoringChunkInline(admin.TabularInline):
+    model = ScoringChunk
+    fields = ["first_solution_id", "last_solution_id", "status", "solutions", "scored"]
+    fields += ["attempts", "worker_hostname", "claimed_at", "heartbeat_at", "finished_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(ModelVersion)
 class ModelVersionAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "is_active", "training_run", "created_at", "promoted_at"]
+    list_display = ["id", "name", "is_active", "training_run", "scoring", "created_at"]
+    list_display += ["promoted_at"]
     list_filter = ["is_active"]
     actions = ["activate"]
+    inlines = [ScoringChunkInline]
 
     def get_readonly_fields(self, request, obj=None):
         # A checkpoint made elsewhere can be registered; a recorded one is not rewritten, and
         # activation goes through the activate action (which rescores).
         fixed = ["training_run", "is_active", "promoted_at"]
-        return fixed if obj is None else [*fixed, "checkpoint_path", "metrics"]
+        return fixed if obj is None else [*fixed, "checkpoint_path", "metrics", "scoring"]
+
+    @admin.display(description="Scoring")
+    def scoring(self, version: ModelVersion) -> str:
+        progress = selectors.scoring_chunks(model_version=version)
+        if not progress.chunks:
+            return "–"
+        return (
+            f"scored {progress.scored} of {progress.solutions} solutions, "
+            f"{progress.done} of {progress.chunks} chunks"
+        )
 
     @admin.action(description="Activate (and rescore every solution)")
     def activate(self, request, queryset):
@@ -47,6 +79,18 @@ class ModelVersionAdmin(admin.ModelAdmin):
             return
         version = model_versions.activate_model_version(model_version_id=queryset.get().pk)
         self.message_user(request, f"{version} is now active.")
+
+
+@admin.register(ScoringChunk)
+class ScoringChunkAdmin(admin.ModelAdmin):
+    list_display = ["id", "model_version", "first_solution_id", "last_solution_id", "status"]
+    list_display += ["solutions", "scored", "attempts", "worker_hostname", "finished_at"]
+    list_filter = ["status", "model_version"]
+    # A record of the scoring; only trainer.scoring changes it.
+    readonly_fields = [field.name for field in ScoringChunk._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 @admin.register(LocalModel)

@@ -297,3 +297,69 @@ class RolloutLabel(models.Model):
     @property
     def soft(self) -> float:
         return self.reached / self.rollouts
+
+
+class ScoringChunk(models.Model):
+    """One range of solution ids that a model version scores in one transaction.
+
+    The scoring of a pool is the sum of its chunks: any number of workers claim chunks (a
+    locked row skipped by the others), each chunk's scores and its done mark are committed
+    together, and a chunk whose worker died (its heartbeat went stale) is claimed again.
+    Ranges of one version never overlap (`trainer.scoring.plan_scoring` plans them under a
+    lock on the version); scoring a range writes only what lacks the version's scores, so a
+    chunk is idempotent.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+
+    model_version = models.ForeignKey(
+        ModelVersion, on_delete=models.CASCADE, related_name="scoring_chunks"
+    )
+    first_solution_id = models.BigIntegerField()
+    last_solution_id = models.BigIntegerField(help_text="Inclusive.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    solutions = models.PositiveIntegerField(
+        help_text="Solutions of the range that lacked the version's scores when planned."
+    )
+    scored = models.PositiveIntegerField(default=0, help_text="Solutions the chunk wrote.")
+    # Each claim counts: a chunk done at its first attempt was scored exactly once, and a
+    # worker whose chunk was taken over recognises that its claim is no longer the current one.
+    attempts = models.PositiveIntegerField(default=0)
+    worker_hostname = models.CharField(max_length=255, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["model_version", "first_solution_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model_version", "first_solution_id"], name="one_chunk_per_first_solution"
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "running", "done"]),
+                name="scoring_chunk_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(first_solution_id__lte=F("last_solution_id")),
+                name="scoring_chunk_range_ordered",
+            ),
+        ]
+        indexes = [
+            # Claiming reads the chunks of one version that are not done, lowest range first.
+            models.Index(
+                fields=["model_version", "first_solution_id"],
+                condition=~Q(status="done"),
+                name="scoring_chunk_todo",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"chunk {self.first_solution_id}-{self.last_solution_id} of model version "
+            f"{self.model_version_id} ({self.status})"
+        )

@@ -3,8 +3,10 @@
 A training run that records a model version which becomes active is followed by the scoring of
 every solution with it (`queue_scoring`) and then, as SELECTION_AFTER_RETRAIN says, by the
 selection of the next generation (`select_after_retrain`), queued behind the scoring on the
-`gpu` queue. Activating a version by hand rescores too. A scoring whose worker was killed is
-queued again (`requeue_unfinished_scoring`) when a worker starts and from the periodic task.
+`gpu` queue. Activating a version by hand rescores too. A scoring fans out: its task plans the
+version's chunks (`trainer.scoring`) and queues one chunk task per chunk, which any gpu worker
+takes. What a killed worker left is queued again (`requeue_unfinished_scoring`) when a worker
+starts and from the periodic task.
 
 Tasks are queued by name (`annotate.celery.queue_task`): `trainer.tasks` imports this module,
 so this module never imports `trainer.tasks` back.
@@ -24,7 +26,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from annotate.celery import queue_task
 from annotate.errors import Conflict, Unavailable
 from labeling.models import Solution
-from trainer import selection
+from trainer import scoring, selection
 from trainer.models import ModelVersion, TrainingRun
 from trainer.selectors import active_model_version
 
@@ -32,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 TRAIN_TASK = "trainer.tasks.train_task"
 SCORE_TASK = "trainer.tasks.score_task"
+SCORE_CHUNK_TASK = "trainer.tasks.score_chunk_task"
 SELECT_GENERATION_TASK = "trainer.tasks.select_generation_task"
 
 AFTER_RETRAIN = ("scheduled", "always", "never")
@@ -72,7 +75,7 @@ def after_model_version(*, run_id: int, model_version: ModelVersion) -> None:
     select_after_retrain(run_id=run_id, model_version_id=model_version.pk)
 
 
-# --- scoring ----------------------------------------------------------------------------------
+# --- scoring ---------------------------------------------------------------------------------
 
 
 def queue_scoring(*, model_version_id: int) -> None:
@@ -90,56 +93,90 @@ def queue_scoring(*, model_version_id: int) -> None:
 
 
 def not_scored_by(version: ModelVersion) -> QuerySet[Solution]:
-    return Solution.objects.exclude(prm_model_version=version)
+    return scoring.unscored(version)
+
+
+def fan_out_scoring(*, model_version_id: int) -> int:
+    """Plan the active version's chunks and queue one chunk task for each not done; returns
+    how many were queued. A chunk queued twice is harmless: the second finds it taken or done.
+    Scoring everything with a version that is no longer active would overwrite the active
+    version's scores, so that request is skipped."""
+    version = ModelVersion.objects.filter(pk=model_version_id).first()
+    if version is None:
+        # A redelivered message can outlive the version an admin deleted.
+        logger.info("Model version %s no longer exists; nothing to score", model_version_id)
+        return 0
+    if not version.is_active:
+        logger.info("%s is no longer active; not rescoring every solution with it", version)
+        return 0
+    scoring.plan_scoring(model_version=version)
+    chunk_ids = scoring.chunks_to_do(model_version_id=version.pk)
+    for chunk_id in chunk_ids:
+        _send(SCORE_CHUNK_TASK, (chunk_id,), what=f"scoring chunk {chunk_id}")
+    return len(chunk_ids)
 
 
 def score_with_model_version(
     *, model_version_id: int, solution_ids: list[int] | None = None
 ) -> int:
-    """Write this version's step and solution scores; returns how many were written.
+    """Write this version's step and solution scores here, in this process; returns how many
+    were written.
 
-    Without ids: every solution that does not carry this version's scores yet. A version's
-    scores never change, so a scoring that was interrupted (its worker killed) and runs again
-    continues where it stopped, and a duplicate finds nothing left to do. Scoring everything
-    with a version that is no longer active would overwrite the active version's scores, so
-    that request is skipped.
+    Without ids: every solution that does not carry this version's scores yet, through the
+    version's chunks (`scoring.score_in_process`), so workers scoring the same version at the
+    same time share the work instead of doing it twice. A version's scores never change, so
+    a scoring that was interrupted continues where it stopped, and a duplicate finds nothing
+    left to do. Skipped for a version that is no longer active (see `fan_out_scoring`).
     """
     version = ModelVersion.objects.filter(pk=model_version_id).first()
     if version is None:
-        # A redelivered message can outlive the version an admin deleted.
         logger.info("Model version %s no longer exists; nothing to score", model_version_id)
         return 0
     if solution_ids is None:
         if not version.is_active:
             logger.info("%s is no longer active; not rescoring every solution with it", version)
             return 0
-        solution_ids = list(not_scored_by(version).order_by("pk").values_list("pk", flat=True))
-        if not solution_ids:
-            return 0
+        return scoring.score_in_process(model_version=version)
     # Imported here to keep torch out of the web process, which never scores.
-    from trainer.prm import PRM
     from trainer.score import score_solutions
 
-    prm = PRM.load(version.checkpoint_path)
-    return score_solutions(prm=prm, solution_ids=solution_ids, model_version_id=version.pk)
+    return score_solutions(
+        prm=scoring.load_prm(version), solution_ids=solution_ids, model_version_id=version.pk
+    )
 
 
-def requeue_unfinished_scoring(*, activated_before: datetime | None = None) -> int | None:
-    """Queue the rescoring of the active version again if some solutions lack its scores.
+def requeue_unfinished_scoring(
+    *,
+    activated_before: datetime | None = None,
+    worker_hostname: str = "",
+    stale_before: datetime | None = None,
+) -> int | None:
+    """Queue again what a killed worker left of the active version's scoring.
 
-    Called when a worker starts: a scoring whose worker was killed is otherwise lost (the
-    filesystem broker has no redelivery, and Redis redelivers an unacknowledged message only
-    after its visibility timeout). Also called by the periodic task with `activated_before`
-    set to one scoring time limit ago: a version activated earlier cannot still be scoring,
-    and a prefork pool child killed mid-scoring (out of memory) restarts no worker. Returns
-    the version queued, or None when every solution carries the active version's scores (or
-    the version is too recent to tell).
+    A worker starting under `worker_hostname` puts the chunks its killed predecessor held back
+    to pending; chunks whose worker stopped beating before `stale_before` are put back too
+    (the periodic task: a prefork pool child killed mid-chunk restarts no worker). Each such
+    chunk is queued again. Then, if some solution lacks the active version's scores and no
+    chunk of it is left to do, the scoring itself is queued again (its plan or fan-out was
+    lost: the filesystem broker has no redelivery, and Redis redelivers an unacknowledged
+    message only after its visibility timeout); at worker start it is queued whenever some
+    solution lacks the scores. With `activated_before` (the periodic task: one scoring time
+    limit ago) a version activated later is left alone: its scoring may still be planning.
+    Returns the version queued, or None.
     """
+    released = scoring.release_chunks(worker_hostname=worker_hostname, stale_before=stale_before)
+    for chunk in released:
+        try:
+            _send(SCORE_CHUNK_TASK, (chunk.pk,), what=f"scoring chunk {chunk.pk}")
+        except BrokerUnavailable as exc:
+            logger.error("%s", exc)
     version = active_model_version()
     if version is None or not not_scored_by(version).exists():
         return None
     if activated_before is not None and (
-        version.promoted_at is None or version.promoted_at > activated_before
+        version.promoted_at is None
+        or version.promoted_at > activated_before
+        or scoring.chunks_to_do(model_version_id=version.pk)
     ):
         return None
     logger.warning("Scoring with %s is unfinished; queueing it again", version)

@@ -4,7 +4,9 @@ Solutions are read in chunks (PRM_SCORE_CHUNK); within a chunk the PRM sorts the
 into batches (one forward pass per batch, under torch.inference_mode, bf16 autocast on CUDA),
 and the chunk's step scores, solution scores and model version are written in bulk, in one
 transaction per chunk: a worker killed mid-scoring leaves every solution with the complete
-scores of one model version, the old one or the new.
+scores of one model version, the old one or the new. `trainer.scoring` cuts a pool into
+chunks that many workers score at once with `scored_updates` and `write_scores`, committing
+each chunk's scores with its done mark.
 
 One solution never fails a scoring. A solution longer than the model's context is scored on
 the steps that fit (`PRM.score_solutions`); its `prm_step_scores` is then shorter than its
@@ -20,6 +22,7 @@ from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import QuerySet
 
 from labeling.models import SOLUTION_WRITE_CHUNK, Solution
 from trainer.prm import PRM, Scored, configure_threads, solution_score
@@ -45,44 +48,66 @@ def score_solutions(
     chunk = chunk_size or settings.PRM_SCORE_CHUNK
     written = 0
     for start in range(0, len(ids), chunk):
-        rows = list(
-            Solution.objects.filter(pk__in=ids[start : start + chunk])
-            .order_by("pk")
-            .values_list("pk", "problem__text", "steps", "meta")
+        updates = scored_updates(
+            prm=prm,
+            solutions=Solution.objects.filter(pk__in=ids[start : start + chunk]),
+            model_version_id=model_version_id,
+            batch_size=batch_size,
         )
-        # A solution without steps gets no score rather than a made-up one.
-        to_score = [(pk, text, steps) for pk, text, steps, _ in rows if steps]
-        results = _score_chunk(prm, to_score, batch_size=batch_size)
-        updates = []
-        for pk, _, steps, meta in rows:
-            result = results.get(pk)
-            scores = result.step_scores if isinstance(result, Scored) else None
-            flags = {}
-            if isinstance(result, Scored) and result.truncated:
-                flags[TRUNCATED] = {
-                    "model_version": model_version_id,
-                    "steps_scored": len(scores),
-                    "steps": len(steps),
-                }
-            elif isinstance(result, str):
-                flags[FAILED] = {"model_version": model_version_id, "error": result}
-            solution = Solution(
-                pk=pk,
-                prm_step_scores=scores,
-                prm_score=(
-                    solution_score(scores, aggregation=prm.settings.aggregation) if scores else None
-                ),
-                prm_model_version_id=model_version_id,
-            )
-            solution.scoring_flags = flags
-            other = {k: v for k, v in (meta or {}).items() if k not in (TRUNCATED, FAILED)}
-            solution.meta = {**other, **flags}
-            updates.append(solution)
         with transaction.atomic():
-            for start_row in range(0, len(updates), SOLUTION_WRITE_CHUNK):
-                _write_scores(updates[start_row : start_row + SOLUTION_WRITE_CHUNK])
+            write_scores(updates)
         written += len(updates)
     return written
+
+
+def scored_updates(
+    *,
+    prm: PRM,
+    solutions: QuerySet[Solution],
+    model_version_id: int | None,
+    batch_size: int = 32,
+) -> list[Solution]:
+    """Score these solutions (one chunk: they are held in memory) without writing anything.
+
+    Returns unsaved Solution objects for `write_scores`, one per solution, scored or not.
+    """
+    configure_threads()
+    rows = list(solutions.order_by("pk").values_list("pk", "problem__text", "steps", "meta"))
+    # A solution without steps gets no score rather than a made-up one.
+    to_score = [(pk, text, steps) for pk, text, steps, _ in rows if steps]
+    results = _score_chunk(prm, to_score, batch_size=batch_size) if to_score else {}
+    updates = []
+    for pk, _, steps, meta in rows:
+        result = results.get(pk)
+        scores = result.step_scores if isinstance(result, Scored) else None
+        flags = {}
+        if isinstance(result, Scored) and result.truncated:
+            flags[TRUNCATED] = {
+                "model_version": model_version_id,
+                "steps_scored": len(scores),
+                "steps": len(steps),
+            }
+        elif isinstance(result, str):
+            flags[FAILED] = {"model_version": model_version_id, "error": result}
+        solution = Solution(
+            pk=pk,
+            prm_step_scores=scores,
+            prm_score=(
+                solution_score(scores, aggregation=prm.settings.aggregation) if scores else None
+            ),
+            prm_model_version_id=model_version_id,
+        )
+        solution.scoring_flags = flags
+        other = {k: v for k, v in (meta or {}).items() if k not in (TRUNCATED, FAILED)}
+        solution.meta = {**other, **flags}
+        updates.append(solution)
+    return updates
+
+
+def write_scores(updates: list[Solution]) -> None:
+    """Write what `scored_updates` made; the caller holds the chunk's transaction."""
+    for start in range(0, len(updates), SOLUTION_WRITE_CHUNK):
+        _write_scores(updates[start : start + SOLUTION_WRITE_CHUNK])
 
 
 def _score_chunk(

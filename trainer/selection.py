@@ -11,30 +11,38 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
    quality-control or screening solution, and whose problem was not reported bad. Solutions
    selected into an earlier generation and still unlabeled stay in the pool: the newer model
    may rank them differently, and selecting one again moves it to the new generation.
-2. The pool is scored with the model version (only solutions it has not scored yet).
-3. A strategy (a named function in STRATEGIES, the SELECTION_STRATEGY setting) picks the batch.
+2. The pool is scored with the model version (only solutions it has not scored yet), through
+   the version's scoring chunks (`trainer.scoring`): the selection scores the pending chunks
+   itself and waits for those gpu workers hold, so a scoring under way is not done twice.
+3. The pool is read from the database in one streamed pass that keeps, per problem, only what
+   the strategy can still pick (`shortlist`: at most `per_problem_cap` per order it walks), and
+   quality control's first seeded-random ones; the strategy then runs on that shortlist and
+   picks exactly what it would pick from the whole pool. Memory grows with problems, not the
+   pool.
+4. A strategy (a named function in STRATEGIES, the SELECTION_STRATEGY setting) picks the batch.
    `convincing_wrong_answer`, the paper's: the highest-scored solutions whose final answer is
    wrong fill `wrong_share` of the batch, the highest-scored of the rest (right or wrong) fill
    the remainder. `uniform` samples at random (the baseline). `uncertainty` takes the scores
    nearest 0.5. Every strategy takes at most `per_problem_cap` solutions per problem, and ties
    are broken by a seeded hash of the solution id, so the same pool and seed give the same
    generation.
-4. `quality_control_count` quality-control solutions are reserved on top of the batch and
+5. `quality_control_count` quality-control solutions are reserved on top of the batch and
    served to every labeler while the generation is current: solutions with gold ratings
    first (agreement is measured against gold), then seeded-random ones from what is left of
    the pool.
-5. Each selected solution records its generation, the model version, its score at selection
+6. Each selected solution records its generation, the model version, its score at selection
    and why it was selected (`Solution.selection_*`); the batch's priority is its selection
    order, so the labeling queue serves the newest generation first, most convincing first.
-6. `overlap_share` of the batch goes to `overlap_labelers` labelers each
+7. `overlap_share` of the batch goes to `overlap_labelers` labelers each
    (`labeling.services.overlap`), for agreement between labelers.
 """
 
 import hashlib
+import heapq
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +103,14 @@ def _ordered(candidates: Sequence[Candidate], *, seed: int, key: Callable) -> li
 
 def _most_convincing(c: Candidate) -> tuple:
     return (c.score is None, -(c.score or 0.0))
+
+
+def _at_random(c: Candidate) -> tuple:
+    return ()
+
+
+def _nearest_half(c: Candidate) -> tuple:
+    return (c.score is None, abs((c.score or 0.0) - 0.5))
 
 
 def _take(
@@ -162,7 +178,7 @@ def uniform(
 ) -> list[Pick]:
     """A seeded random sample of the pool (the baseline active learning is measured against)."""
     return _take(
-        _ordered(candidates, seed=seed, key=lambda c: ()),
+        _ordered(candidates, seed=seed, key=_at_random),
         count=batch_size,
         cap=per_problem_cap,
         taken=Counter(),
@@ -180,9 +196,7 @@ def uncertainty(
 ) -> list[Pick]:
     """The solutions whose score is nearest 0.5 (unscored ones last)."""
     return _take(
-        _ordered(
-            candidates, seed=seed, key=lambda c: (c.score is None, abs((c.score or 0.0) - 0.5))
-        ),
+        _ordered(candidates, seed=seed, key=_nearest_half),
         count=batch_size,
         cap=per_problem_cap,
         taken=Counter(),
@@ -197,6 +211,24 @@ STRATEGIES: dict[str, Strategy] = {
     "uncertainty": uncertainty,
 }
 DEFAULT_STRATEGY = "convincing_wrong_answer"
+
+
+def _is_wrong(c: Candidate) -> bool:
+    return not c.is_correct
+
+
+# What each strategy can still pick from one problem, as (which candidates, in which order)
+# lists of at most `per_problem_cap` each: every strategy walks its order and skips a problem
+# once it has `per_problem_cap`, so a candidate behind the first `per_problem_cap` of its
+# problem in an order is never reached while that problem has room. convincing_wrong_answer
+# walks two orders: its wrong answers, then every candidate (whose first `per_problem_cap` hold
+# every pick of the second pass, whatever the first took).
+SHORTLISTS: dict[str, tuple[tuple[Callable[[Candidate], bool] | None, Callable], ...]] = {
+    "convincing_wrong_answer": ((_is_wrong, _most_convincing), (None, _most_convincing)),
+    "uniform": ((None, _at_random),),
+    "uncertainty": ((None, _nearest_half),),
+}
+assert set(SHORTLISTS) == set(STRATEGIES)
 
 
 def choose(
@@ -266,41 +298,104 @@ def unlabeled_pool() -> QuerySet[Solution]:
 
 
 def _score_pool(*, model_version: ModelVersion | None, prm: "PRM | None") -> int:
-    """Score the pool's solutions this version has not scored yet; returns how many."""
+    """Score what this version has not scored yet, through its chunks (`trainer.scoring`):
+    pending chunks are scored here, chunks other workers hold are waited for. Returns how many
+    solutions this selection scored."""
     if model_version is None:
         return 0
-    ids = list(
-        unlabeled_pool()
-        .exclude(prm_model_version=model_version)
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
-    if not ids:
-        return 0
-    # Imported here to keep torch out of the web process, which never scores.
-    from trainer.prm import PRM
-    from trainer.score import score_solutions
+    from trainer import scoring
 
-    prm = prm or PRM.load(model_version.checkpoint_path)
-    return score_solutions(prm=prm, solution_ids=ids, model_version_id=model_version.pk)
+    return scoring.score_in_process(model_version=model_version, prm=prm)
 
 
-def _as_candidates(rows, *, model_version: ModelVersion | None) -> list[Candidate]:
+def _as_candidates(rows, *, model_version: ModelVersion | None) -> Iterator[Candidate]:
     # A score written by another version (a rescore raced this selection) is not this
     # version's opinion: such a solution counts as unscored, as every one does without a model.
     own = model_version.pk if model_version is not None else None
-    return [
+    return (
         Candidate(pk, problem_id, score if own is not None and version_id == own else None, ok)
         for pk, problem_id, score, version_id, ok in rows
-    ]
+    )
 
 
 SCORE_FIELDS = ("pk", "problem_id", "prm_score", "prm_model_version_id", "is_correct")
+POOL_READ_CHUNK = 5000
 
 
-def _candidates(*, model_version: ModelVersion | None) -> list[Candidate]:
-    rows = unlabeled_pool().values_list(*SCORE_FIELDS).iterator(chunk_size=5000)
+class _Best:
+    """The `size` first candidates of an order, kept in a bounded heap as they stream by."""
+
+    def __init__(self, *, size: int, key: Callable) -> None:
+        self.size, self.key = size, key
+        self._heap: list[tuple] = []
+
+    def offer(self, candidate: Candidate, *, tie: int) -> None:
+        """`tie`: the candidate's `tiebreak` with the selection's seed."""
+        if self.size <= 0:
+            return
+        # `_ordered`'s sort key, negated: the heap's top is the last one kept.
+        order = (*self.key(candidate), tie)
+        entry = (tuple(-x for x in order), -candidate.solution_id, candidate)
+        if len(self._heap) < self.size:
+            heapq.heappush(self._heap, entry)
+        elif entry > self._heap[0]:
+            heapq.heapreplace(self._heap, entry)
+
+    def __iter__(self):
+        return (candidate for _, _, candidate in self._heap)
+
+
+@dataclass
+class Shortlist:
+    """What a selection can still pick, read from the pool in one pass: per problem what the
+    strategy can reach (SHORTLISTS), and the first seeded-random ones quality control can."""
+
+    candidates: list[Candidate]
+    random: list[Candidate]
+    pool: int  # solutions read
+
+
+def shortlist(
+    rows: Iterable[Candidate],
+    *,
+    strategy: str,
+    per_problem_cap: int,
+    random_count: int,
+    seed: int,
+) -> Shortlist:
+    """Stream candidates into bounded heaps: memory grows with problems × cap, not the pool.
+    The strategies pick the same from `candidates` as from every row (same seed)."""
+    per_problem: dict[int, list[tuple[Callable | None, _Best]]] = {}
+    random = _Best(size=random_count, key=_at_random)
+    pool = 0
+    for candidate in rows:
+        pool += 1
+        tie = tiebreak(seed=seed, solution_id=candidate.solution_id)
+        heaps = per_problem.get(candidate.problem_id)
+        if heaps is None:
+            heaps = per_problem[candidate.problem_id] = [
+                (which, _Best(size=per_problem_cap, key=key)) for which, key in SHORTLISTS[strategy]
+            ]
+        for which, best in heaps:
+            if which is None or which(candidate):
+                best.offer(candidate, tie=tie)
+        random.offer(candidate, tie=tie)
+    kept: dict[int, Candidate] = {}
+    for heaps in per_problem.values():
+        for _, best in heaps:
+            kept.update((c.solution_id, c) for c in best)
+    return Shortlist(candidates=list(kept.values()), random=list(random), pool=pool)
+
+
+def _pool_rows(*, model_version: ModelVersion | None) -> Iterator[Candidate]:
+    rows = unlabeled_pool().values_list(*SCORE_FIELDS).iterator(chunk_size=POOL_READ_CHUNK)
     return _as_candidates(rows, model_version=model_version)
+
+
+def _gold() -> QuerySet[Solution]:
+    return Solution.objects.filter(
+        gold_ratings__isnull=False, is_screening=False, problem__is_bad=False
+    )
 
 
 def _quality_control(
@@ -314,19 +409,15 @@ def _quality_control(
     """Gold solutions first, then seeded-random solutions of the pool; none of the batch."""
     if count <= 0:
         return []
-    gold = _as_candidates(
-        Solution.objects.filter(
-            gold_ratings__isnull=False, is_screening=False, problem__is_bad=False
+    gold = list(
+        _as_candidates(
+            _gold().exclude(pk__in=chosen).values_list(*SCORE_FIELDS),
+            model_version=model_version,
         )
-        .exclude(pk__in=chosen)
-        .values_list(*SCORE_FIELDS),
-        model_version=model_version,
     )
     taken = chosen | {c.solution_id for c in gold}
     rest = [c for c in candidates if c.solution_id not in taken]
-    ordered = _ordered(gold, seed=seed, key=lambda c: ()) + _ordered(
-        rest, seed=seed, key=lambda c: ()
-    )
+    ordered = _ordered(gold, seed=seed, key=_at_random) + _ordered(rest, seed=seed, key=_at_random)
     return [Pick(c, SelectionReason.QUALITY_CONTROL) for c in ordered[:count]]
 
 
@@ -363,8 +454,8 @@ def select_generation(
     - `overlap_share` of the batch labeled by `overlap_labelers` labelers each (overlap);
     - `seed` breaks ties (and is the uniform strategy's randomness);
     - `prm`: the loaded model of `model_version`, to skip loading its checkpoint (only used
-      when some pool solution lacks this version's score; its scores then become those
-      solutions' latest PRM scores, whether or not the version is active);
+      when some solution lacks this version's score and no worker is scoring it; its scores
+      then become those solutions' latest PRM scores, whether or not the version is active);
     - `request_id`: a request already fulfilled returns its generation instead of a second
       one (a redelivered task message).
 
@@ -389,9 +480,17 @@ def select_generation(
     scored = _score_pool(model_version=model_version, prm=prm)
     try:
         with transaction.atomic():
-            candidates = _candidates(model_version=model_version)
+            # Enough random ones for quality control whatever the batch and the gold take.
+            listed = shortlist(
+                _pool_rows(model_version=model_version),
+                strategy=strategy,
+                per_problem_cap=per_problem_cap,
+                random_count=quality_control_count
+                and (quality_control_count + batch_size + _gold().count()),
+                seed=seed,
+            )
             picks = choose(
-                candidates=candidates,
+                candidates=listed.candidates,
                 strategy=strategy,
                 batch_size=batch_size,
                 per_problem_cap=per_problem_cap,
@@ -401,7 +500,7 @@ def select_generation(
             chosen = {pick.candidate.solution_id for pick in picks}
             quality_control_picks = _quality_control(
                 count=quality_control_count,
-                candidates=candidates,
+                candidates=listed.random,
                 chosen=chosen,
                 seed=seed,
                 model_version=model_version,
@@ -420,7 +519,7 @@ def select_generation(
                 "overlap_share": overlap_share,
                 "overlap_labelers": overlap_labelers,
                 "seed": seed,
-                "pool": len(candidates),
+                "pool": listed.pool,
                 "scored": scored,
                 "selected": dict(
                     Counter(str(pick.reason) for pick in picks + quality_control_picks)

@@ -36,7 +36,7 @@ from labeling.models import (
 )
 from labeling.selectors import current_generation, has_submitted_label
 from trainer import label_sources
-from trainer.models import ModelVersion, RolloutLabel, SamplingRun, TrainingRun
+from trainer.models import ModelVersion, RolloutLabel, SamplingRun, ScoringChunk, TrainingRun
 from trainer.rollouts import rollout_labels_of
 
 
@@ -65,9 +65,44 @@ def active_model_version() -> ModelVersion | None:
 
 
 @dataclass(frozen=True)
+class ChunkProgress:
+    """The version's scoring chunks (`trainer.scoring`): the scoring's progress is their sum."""
+
+    chunks: int
+    done: int
+    solutions: int  # planned: what lacked the version's scores when the chunks were cut
+    scored: int  # written by the chunks that are done
+    running: list[tuple[str, int]]  # (worker, chunks it is scoring now)
+
+
+def scoring_chunks(*, model_version: ModelVersion | int) -> ChunkProgress:
+    chunks = ScoringChunk.objects.filter(model_version=model_version)
+    totals = chunks.aggregate(
+        chunks=Count("pk"),
+        done=Count("pk", filter=Q(status=ScoringChunk.Status.DONE)),
+        solutions=Sum("solutions"),
+        scored=Sum("scored"),
+    )
+    running = (
+        chunks.filter(status=ScoringChunk.Status.RUNNING)
+        .values("worker_hostname")
+        .annotate(n=Count("pk"))
+        .order_by("worker_hostname")
+    )
+    return ChunkProgress(
+        chunks=totals["chunks"],
+        done=totals["done"],
+        solutions=totals["solutions"] or 0,
+        scored=totals["scored"] or 0,
+        running=[(row["worker_hostname"], row["n"]) for row in running],
+    )
+
+
+@dataclass(frozen=True)
 class ScoringProgress:
     scored: int  # solutions that carry this version's scores
     total: int
+    chunks: ChunkProgress
 
     @property
     def done(self) -> bool:
@@ -79,11 +114,12 @@ class ScoringProgress:
 
 
 def scoring_progress(*, model_version: ModelVersion) -> ScoringProgress:
-    """How far the pool is rescored with this version: scoring writes each chunk's solutions
-    with their version in one transaction (`trainer.score`), so the count moves chunk by chunk."""
+    """How far the pool is rescored with this version: each chunk commits its solutions' scores
+    with its done mark (`trainer.scoring`), so the count moves chunk by chunk."""
     return ScoringProgress(
         scored=Solution.objects.filter(prm_model_version=model_version).count(),
         total=Solution.objects.count(),
+        chunks=scoring_chunks(model_version=model_version),
     )
 
 

@@ -1,9 +1,12 @@
-"""API representations of training runs, model versions and generations."""
+"""API representations of training runs, model versions (with their scoring's progress) and
+generations."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from labeling.models import Generation
 from labeling.services.overlap import MAX_OVERLAP_LABELERS
+from trainer import selectors
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
 from trainer.scoring_service import MAX_SOLUTIONS, MAX_STEPS, MAX_TEXT_CHARS
@@ -52,12 +55,31 @@ class TrainingRunRequestSerializer(serializers.Serializer):
         return TrainingParams.from_dict(value)
 
 
+class ScoringSerializer(serializers.Serializer):
+    """The version's scoring chunks: its progress is their sum (`selectors.scoring_chunks`)."""
+
+    chunks = serializers.IntegerField()
+    done = serializers.IntegerField(help_text="Chunks done.")
+    solutions = serializers.IntegerField(help_text="Solutions the chunks were planned for.")
+    scored = serializers.IntegerField(help_text="Solutions written by the chunks done.")
+    running = serializers.SerializerMethodField(help_text="Workers scoring chunks now.")
+
+    def get_running(self, progress) -> list[dict]:
+        return [{"worker": worker, "chunks": count} for worker, count in progress.running]
+
+
 class ModelVersionSerializer(serializers.ModelSerializer):
+    scoring = serializers.SerializerMethodField()
+
     class Meta:
         model = ModelVersion
         fields = ["id", "name", "checkpoint_path", "metrics", "training_run", "is_active"]
-        fields += ["promoted_at", "created_at"]
+        fields += ["promoted_at", "created_at", "scoring"]
         read_only_fields = fields
+
+    @extend_schema_field(ScoringSerializer)
+    def get_scoring(self, version: ModelVersion) -> dict:
+        return ScoringSerializer(selectors.scoring_chunks(model_version=version)).data
 
 
 class GenerationSerializer(serializers.ModelSerializer):

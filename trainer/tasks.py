@@ -1,4 +1,5 @@
-"""Celery shells around trainer.runs, trainer.pipeline, trainer.selection and trainer.sampling.
+"""Celery shells around trainer.runs, trainer.pipeline, trainer.scoring, trainer.selection and
+trainer.sampling.
 Routing: training, scoring, selection and sampling on `gpu` (a local generator needs the model),
 the periodic check on `default` (CELERY_TASK_ROUTES).
 
@@ -12,13 +13,15 @@ run, and a run whose worker died is failed by `mark_stale_runs_failed` (at worke
 from the periodic task) instead of being re-run behind the researcher's back.
 
 Scoring is the opposite case: it is idempotent and resumable (a version's scores never change,
-and a rescoring skips solutions that already carry them), so a scoring whose worker was killed
-must finish. Not through the broker: the default filesystem transport deletes a message as a
-worker takes it, Redis gives an unacknowledged one back only after its visibility timeout (an
-hour by default), and `reject_on_worker_lost` would loop forever on a scoring that kills its
-worker every time. Instead every worker, when it starts, queues the active version's scoring
-again if some solution lacks its scores (`requeue_unfinished_scoring`); what is already scored
-is skipped, and a duplicate, or the lost message once Redis gives it back, finds nothing left.
+and a chunk writes only what lacks them), so a scoring whose worker was killed must finish.
+`score_task` plans the version's chunks and queues one `score_chunk_task` per chunk; each
+commits its scores with its done mark. A chunk whose worker died is not left to the broker
+(the filesystem transport deletes a message as a worker takes it, Redis gives an
+unacknowledged one back only after its visibility timeout, an hour by default, and
+`reject_on_worker_lost` would loop forever on a chunk that kills its worker every time): a
+worker starting under the dead one's name puts its chunks back to pending and queues them, the
+periodic task does the same for chunks whose heartbeat went stale, and a duplicate message
+finds its chunk done or taken and returns.
 """
 
 from datetime import timedelta
@@ -28,7 +31,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils import timezone
 
-from trainer import pipeline, runs, sampling, selection
+from trainer import pipeline, runs, sampling, scoring, selection
 
 
 @shared_task(
@@ -48,10 +51,23 @@ def train_task(self, run_id: int) -> str:
     time_limit=settings.PRM_SCORE_TIME_LIMIT,
 )
 def score_task(model_version_id: int, solution_ids: list[int] | None = None) -> int:
-    # Idempotent (the same version writes the same scores), so a redelivery is harmless.
-    return pipeline.score_with_model_version(
-        model_version_id=model_version_id, solution_ids=solution_ids
-    )
+    # Planning is idempotent and a chunk queued twice is scored once, so a redelivery is
+    # harmless. Given ids (a message queued before scoring fanned out), it scores them here.
+    if solution_ids is not None:
+        return pipeline.score_with_model_version(
+            model_version_id=model_version_id, solution_ids=solution_ids
+        )
+    return pipeline.fan_out_scoring(model_version_id=model_version_id)
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=settings.PRM_SCORE_SOFT_TIME_LIMIT,
+    time_limit=settings.PRM_SCORE_TIME_LIMIT,
+)
+def score_chunk_task(self, chunk_id: int) -> int:
+    return scoring.run_chunk(chunk_id=chunk_id, worker_hostname=self.request.hostname or "")
 
 
 @shared_task(
@@ -71,8 +87,10 @@ def select_generation_task(self, model_version_id: int, params: dict) -> int | N
 
 @shared_task
 def periodic_retrain_task() -> int | None:
+    now = timezone.now()
     pipeline.requeue_unfinished_scoring(
-        activated_before=timezone.now() - timedelta(seconds=settings.PRM_SCORE_TIME_LIMIT)
+        activated_before=now - timedelta(seconds=settings.PRM_SCORE_TIME_LIMIT),
+        stale_before=now - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS),
     )
     # A sampling run whose worker died without a restart under its name is found here.
     sampling.mark_stale_sampling_runs_failed(
@@ -94,8 +112,9 @@ def fail_runs_of_dead_workers(sender=None, **kwargs) -> None:
 
 @worker_ready.connect
 def finish_interrupted_scoring(sender=None, **kwargs) -> None:
-    # A worker killed mid-scoring left part of the pool with the previous version's scores.
-    pipeline.requeue_unfinished_scoring()
+    # A worker killed mid-scoring left part of the pool with the previous version's scores,
+    # and the chunk it held marked running under its name.
+    pipeline.requeue_unfinished_scoring(worker_hostname=getattr(sender, "hostname", "") or "")
 
 
 @shared_task(
