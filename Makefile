@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 
 .PHONY: run test setup migrate lint bench bench-export bench-serve bench-score bench-train \
-	bench-serve-load bench-active-learning bench-generate clean models-smollm2
+	bench-train-gpu bench-serve-load bench-active-learning bench-generate clean models-smollm2
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,8 +58,8 @@ lint: setup
 
 # Every benchmark, one after another, even past a failure or a missed target; the summary
 # names the ones that did not pass. bench-serve needs DATABASE_URL=postgres://….
-BENCHES := bench-export bench-train bench-score bench-generate bench-serve bench-serve-load \
-	bench-active-learning
+BENCHES := bench-export bench-train bench-train-gpu bench-score bench-generate bench-serve \
+	bench-serve-load bench-active-learning
 bench: setup
 	@failed=""; started=$$(date +%s); \
 	for b in $(BENCHES); do \
@@ -97,6 +97,12 @@ bench-score: setup
 BENCH_ACTIVE_LEARNING_ARGS ?= --labels-per-generation 300 --pool-size 6000 --test-problems 60 --orm-final-only
 bench-active-learning: setup
 	$(BIN)/python bench/active_learning.py $(BENCH_ACTIVE_LEARNING_ARGS)
+
+# Training steps of a 0.5B-1.5B backbone in bf16 on one GPU, packed against padded, with MFU;
+# without CUDA a smoke test at a tiny shape (BENCH_TRAIN_GPU_ARGS="--shape qwen-1.5b" on a GPU).
+BENCH_TRAIN_GPU_ARGS ?=
+bench-train-gpu: setup
+	$(BIN)/python bench/train_gpu.py $(BENCH_TRAIN_GPU_ARGS)
 
 BENCH_TRAIN_ARGS ?= --rounds 3
 bench-train: setup

@@ -3,13 +3,14 @@
     python bench/score.py [--solutions N] [--per-call K] [--batch-size B]
 
 Stores N synthetic solutions (default 2,000, 3-12 steps of MATH-like text each), builds the
-tiny built-in PRM (random weights: speed does not depend on what it learned), saves it to a
+tiny built-in PRM, or on a GPU one on a Qwen2.5-0.5B-shaped backbone (`--shape`, bench/shapes.py;
+random weights: speed does not depend on what it learned), saves it to a
 temporary directory and loads it back as a worker would, then times `score_solutions`
 twice: batched (length-sorted batches of B), and with batch size 1 on the first K solutions
 (default 200), extrapolated per solution. Both paths read and write the database the same
 way, so the ratio is what batching buys. Prints solutions/s of each, the ratio, and the
 peak RSS while scoring (the issue's scale figure: `--solutions 100000`); exits non-zero when
-the ratio is under 10x.
+the ratio is under 10x (`--smoke`, CI's run at a tiny size: only when a solution went unscored).
 
 The database is never the developer's: with a PostgreSQL `DATABASE_URL` the benchmark
 creates (and afterwards drops) `stepwise_score_bench` on that server; otherwise it uses a
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 
 from benchdb import current_rss_mb, peak_rss_mb, reset_peak_rss, throwaway_django
+from shapes import SHAPES, backbone_config
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -78,6 +80,17 @@ def store_solutions(count: int) -> list[int]:
     return ids
 
 
+def shaped_module(shape: str, *, vocab_size: int):
+    """The PRM's module on a backbone of `shape` (bench/shapes.py, random weights), with the
+    built-in tokenizer's vocabulary: the speed of a real backbone without its download."""
+    from transformers import AutoModel
+
+    from trainer.prm import PRMModule
+
+    config = backbone_config(shape, vocab_size=vocab_size, attn_implementation="sdpa")
+    return PRMModule(AutoModel.from_config(config), config.hidden_size)
+
+
 def run(args, tmpdir: Path) -> bool:
     from django.core.management import call_command
 
@@ -92,7 +105,9 @@ def run(args, tmpdir: Path) -> bool:
     corpus = list(Problem.objects.values_list("text", flat=True)[:TOKENIZER_SAMPLE])
     for steps in Solution.objects.order_by("pk").values_list("steps", flat=True)[:TOKENIZER_SAMPLE]:
         corpus += steps
-    PRM.build(base_model=None, corpus=corpus, seed=SEED).save(tmpdir / "model")
+    built = PRM.build(base_model=None, corpus=corpus, seed=SEED)
+    built.module = shaped_module(args.shape, vocab_size=len(built.tokenizer))
+    built.save(tmpdir / "model")
     prm = PRM.load(tmpdir / "model")
     version = ModelVersion.objects.create(name="bench", checkpoint_path=str(tmpdir / "model"))
 
@@ -118,7 +133,7 @@ def run(args, tmpdir: Path) -> bool:
     ratio = batched_rate / per_call_rate
     steps = sum(len(s) for s in Solution.objects.values_list("steps", flat=True))
     print(f"\nstepwise scoring benchmark ({prm.device}, {sys.argv[0]})")
-    print(f"solutions {batched:,}   steps {steps:,}   tiny PRM, random weights")
+    print(f"solutions {batched:,}   steps {steps:,}   {args.shape} PRM, random weights")
     print(
         f"batched (batch {args.batch_size}, length-sorted): {batched_s:.1f} s, "
         f"{batched_rate:,.1f} solutions/s"
@@ -133,10 +148,9 @@ def run(args, tmpdir: Path) -> bool:
         + ("" if reset else " (peak since process start: /proc/self/clear_refs unavailable)")
     )
     print(f"batched / one-by-one: {ratio:.1f}x")
-    checks = [
-        (f"batched at least {TARGET_RATIO:.0f}x faster", ratio >= TARGET_RATIO),
-        (f"every one of {batched:,} solutions scored", written == batched == len(ids)),
-    ]
+    checks = [(f"every one of {batched:,} solutions scored", written == batched == len(ids))]
+    if not args.smoke:
+        checks.append((f"batched at least {TARGET_RATIO:.0f}x faster", ratio >= TARGET_RATIO))
     for name, ok in checks:
         print(f"[{'ok' if ok else 'FAIL'}] {name}")
     return all(ok for _, ok in checks)
@@ -147,7 +161,20 @@ def main() -> int:
     parser.add_argument("--solutions", type=int, default=2_000)
     parser.add_argument("--per-call", type=int, default=200, help="solutions timed one by one")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a run that checks it works: no speed target"
+    )
+    parser.add_argument(
+        "--shape",
+        choices=sorted(SHAPES),
+        default=None,
+        help="backbone shape (random weights); default qwen-0.5b on CUDA, the tiny one elsewhere",
+    )
     args = parser.parse_args()
+    if args.shape is None:
+        import torch
+
+        args.shape = "qwen-0.5b" if torch.cuda.is_available() else "tiny"
 
     with throwaway_django(BENCH_DB) as tmpdir:
         ok = run(args, tmpdir)
