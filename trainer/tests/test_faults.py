@@ -21,7 +21,7 @@ from conftest import create_user, wait_for
 from labeling.models import LabelingSession, Problem, Solution, StepRating, solution_digest
 from labeling.services.workbench import LEASE
 from trainer import runs
-from trainer.models import ModelVersion, TrainingRun
+from trainer.models import ModelVersion, ScoringChunk, TrainingRun
 from trainer.prm import PRM, PRMSettings
 from trainer.tests.labels import label_demo_solutions
 
@@ -99,14 +99,26 @@ def test_a_worker_killed_mid_scoring_is_replaced_and_the_pool_ends_scored_by_the
 
     time.sleep(2)  # a dead worker scores nothing more
     assert scored_by(new) == interrupted
+    chunks = ScoringChunk.objects.filter(model_version=new)
+    # The chunk it held stays marked as its own: nobody else takes it before its heartbeat
+    # goes stale.
+    held = list(chunks.filter(status="running").values_list("worker_hostname", flat=True))
+    assert len(held) <= 1 and all(h.startswith(name.split("@")[0]) for h in held), held
+    waiting = chunks.filter(status="pending").count()
     with Connection(broker) as conn:
-        # The lost message is not queued again by the broker (not before its visibility
-        # timeout, an hour): only the replacement worker can finish the scoring.
-        assert conn.default_channel.client.llen("gpu") == 0
+        # The chunks not started wait in the broker; the message of the one it held (or had
+        # just taken) is not queued again by the broker before its visibility timeout, an
+        # hour: only the replacement worker can finish it.
+        assert waiting - 1 <= conn.default_channel.client.llen("gpu") <= waiting
 
-    # The replacement finds the unfinished scoring when it starts and completes it.
+    # The replacement puts back what its predecessor held, and completes the scoring.
     start_worker(name, PRM_SCORE_CHUNK=SCORE_CHUNK)
     wait_for(lambda: scored_by(new) == POOL, timeout=300, what="the pool to be rescored")
+    wait_for(
+        lambda: not chunks.exclude(status="done").exists(), timeout=60, what="every chunk done"
+    )
+    # Each solution was written once: the killed chunk committed nothing.
+    assert sum(chunks.values_list("scored", flat=True)) == POOL
 
     for solution in Solution.objects.order_by("?")[:20]:
         assert 0.0 <= solution.prm_score <= 1.0
