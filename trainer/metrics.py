@@ -96,3 +96,17 @@ def best_of_n_accuracy(candidates: Sequence[Sequence[tuple[float, bool]]]) -> di
         "best_of_n_random": sum(random_pick) / len(groups),
         "best_of_n_problems": len(groups),
     }
+
+
+def spread(values: Sequence[float | None]) -> dict:
+    """Mean and sample standard deviation of the values that are not None (n of them).
+
+    What every multi-seed figure reports: one seed's number is one draw, and the spread says
+    how far the next seed's may land (std is 0.0 for a single value, None for none).
+    """
+    kept = [float(v) for v in values if v is not None]
+    if not kept:
+        return {"mean": None, "std": None, "n": 0}
+    mean = sum(kept) / len(kept)
+    var = sum((v - mean) ** 2 for v in kept) / (len(kept) - 1) if len(kept) > 1 else 0.0
+    return {"mean": mean, "std": var**0.5, "n": len(kept)}

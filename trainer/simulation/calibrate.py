@@ -10,7 +10,7 @@ tokens do not, so both are reported.
 import math
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ CALIBRATION_PARAMS = {"learning_rate": 3e-3, "batch_size": 32, "warmup_ratio": 0
 @dataclass
 class CalibrationPoint:
     labels: int  # labeled training solutions
+    train_seed: int  # the training run's seed (initial weights, batch order); the data's is apart
     epoch: int
     seconds: float  # wall clock since training started, evaluation time excluded
     optimizer_steps: int
@@ -73,8 +74,14 @@ def calibrate(
     params: dict | None = None,
     config: GeneratorConfig | None = None,
     on_point: Callable[[CalibrationPoint], None] | None = None,
+    train_seeds: Sequence[int] = (),
 ) -> list[CalibrationPoint]:
-    """One training run per label count; a point per epoch. Needs Django set up."""
+    """One training run per label count and training seed; a point per epoch. Needs Django.
+
+    `seed` draws the problems, the samples and the held-out set; `train_seeds` (default: just
+    `seed`) the training runs' initial weights and batch order on those same data, so their
+    spread is the run-to-run spread of one training configuration.
+    """
     generator = Generator(seed=seed, config=config or GeneratorConfig())
     held_out = labeled_examples(
         make_problems(held_out_problems, seed=seed, namespace="calibration-eval"),
@@ -88,17 +95,35 @@ def calibrate(
             math.ceil(labels / SAMPLES_PER_PROBLEM), seed=seed, namespace="calibration"
         )
         train = labeled_examples(problems, generator, per_problem=SAMPLES_PER_PROBLEM)[:labels]
-        train_params = TrainingParams(
-            **{**CALIBRATION_PARAMS, **(params or {})},
-            epochs=epochs,
-            seed=seed,
-            max_minutes=max_seconds / 60 if max_seconds else None,
-        )
-        for point in _run(train, held_out, train_params):
-            points.append(point)
-            if on_point:
-                on_point(point)
+        for train_seed in train_seeds or (seed,):
+            train_params = TrainingParams(
+                **{**CALIBRATION_PARAMS, **(params or {})},
+                epochs=epochs,
+                seed=train_seed,
+                max_minutes=max_seconds / 60 if max_seconds else None,
+            )
+            for point in _run(train, held_out, train_params):
+                points.append(point)
+                if on_point:
+                    on_point(point)
     return points
+
+
+def run_to_run_spread(points: Sequence[CalibrationPoint]) -> dict[int, dict]:
+    """Per label count: the final epoch's held-out step AUROC over training seeds (mean, sample
+    sd, n, and each seed's value)."""
+    final: dict[int, dict[int, CalibrationPoint]] = {}
+    for point in points:
+        last = final.setdefault(point.labels, {}).get(point.train_seed)
+        if last is None or point.epoch > last.epoch:
+            final[point.labels][point.train_seed] = point
+    return {
+        labels: {
+            **m.spread([p.step_auroc for p in by_seed.values()]),
+            "per_seed": {seed: p.step_auroc for seed, p in by_seed.items()},
+        }
+        for labels, by_seed in final.items()
+    }
 
 
 def _run(train: list[Example], held_out: list[Example], params: TrainingParams):
@@ -129,6 +154,7 @@ def _run(train: list[Example], held_out: list[Example], params: TrainingParams):
         seen = min(steps * params.batch_size, epoch * len(train))
         yield CalibrationPoint(
             labels=len(train),
+            train_seed=params.seed,
             epoch=epoch,
             seconds=round(seconds, 1),
             optimizer_steps=steps,

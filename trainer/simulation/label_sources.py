@@ -28,7 +28,6 @@ one class per step (`trainer.prm`), so the PRM learns from hard labels only.
 
 import math
 import random
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainer.dataset import Example
+from trainer.metrics import spread
 from trainer.params import TrainingParams
 from trainer.prm import PRM
 from trainer.simulation import evaluation
@@ -211,7 +211,7 @@ class LabelSourcesConfig:
     epochs: int = 8
     learning_rate: float = 3e-3
     batch_size: int = 32
-    max_minutes: float = 5.0
+    max_minutes: float | None = None  # none: results must not depend on machine load
 
     @property
     def cost(self) -> CostModel:
@@ -314,24 +314,14 @@ def summarize(result: dict) -> list[dict]:
         runs = [r for r in result["runs"] if r["source"] == source]
         row = {"source": source, "seeds": len(runs)}
         for key in ("human_solutions", "rollout_solutions", "step_labels", "label_accuracy"):
-            row[key] = _spread([r[key] for r in runs])
-        row["step_auroc"] = _spread([r["step_auroc"] for r in runs])
-        row["first_error_f1"] = _spread([r["first_error_f1"] for r in runs])
+            row[key] = spread([r[key] for r in runs])
+        row["step_auroc"] = spread([r["step_auroc"] for r in runs])
+        row["first_error_f1"] = spread([r["first_error_f1"] for r in runs])
         for method in ("prm", "majority"):
             for n in sizes:
-                row[f"{method}@{n}"] = _spread([r["best_of_n"][method][n]["mean"] for r in runs])
+                row[f"{method}@{n}"] = spread([r["best_of_n"][method][n]["mean"] for r in runs])
         summary.append(row)
     return summary
-
-
-def _spread(values: list) -> dict:
-    kept = [v for v in values if v is not None]
-    if not kept:
-        return {"mean": None, "std": None}
-    return {
-        "mean": statistics.fmean(kept),
-        "std": statistics.stdev(kept) if len(kept) > 1 else 0.0,
-    }
 
 
 def table(result: dict) -> str:

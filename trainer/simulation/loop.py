@@ -43,7 +43,7 @@ from labeling.models import Generation, LabelingSession, SelectionReason, Soluti
 from trainer import model_versions, runs, selection
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
-from trainer.prm import PRM
+from trainer.prm import PRM, solution_score
 from trainer.simulation import evaluation, pool
 from trainer.simulation.domain import Generator
 from trainer.simulation.labelers import label_generation, make_labelers
@@ -74,7 +74,10 @@ class SimulationConfig:
     epochs: int = 8
     learning_rate: float = 3e-3
     batch_size: int = 32
-    max_minutes: float = 5.0
+    # No wall-clock limit by default: a limit cuts a run short by how busy the machine is, so
+    # the same seed would give a different model on a loaded machine (and a larger label
+    # count, whose run is longer, is cut more: issue 20's "more labels, worse PRM").
+    max_minutes: float | None = None
     eval_fraction: float = 0.05  # the training run's own held-out share of labeled problems
     orm: bool = True
     orm_every_generation: bool = True  # False: the ORM baseline at the final label count only
@@ -288,6 +291,10 @@ def run_simulation(
             prm = PRM.load(version.checkpoint_path)
             step_scores, prm_scores = evaluation.score_test_set(prm, test.samples)
             scores = {"prm": prm_scores}
+            if prm.settings.aggregation != "min":
+                # The same steps' scores under the other common rule (the weakest step), so
+                # the aggregation's effect on best-of-N is read from the same model.
+                scores["prm_min"] = [solution_score(s, aggregation="min") for s in step_scores]
             if config.orm and (config.orm_every_generation or round_ == config.generations):
                 if labels not in orm_cache:
                     orm = evaluation.train_orm(
@@ -300,6 +307,8 @@ def run_simulation(
                 "generation": generation.number,
                 "labels": labels,
                 "new_labels": labeled,
+                # Fewer than config.epochs: the run hit --max-minutes.
+                "epochs_trained": len(version.training_run.metrics),
                 **_composition(generation),
                 **evaluation.step_metrics(test.samples, step_scores),
                 "best_of_n": evaluation.best_of_n_curves(
@@ -554,11 +563,18 @@ def plot(results: dict[str, SimulationResult], path: Path) -> Path | None:
     if rows:
         majority = rows[0]["best_of_n"]["majority"][largest]["mean"]
         right.axhline(majority, linestyle=":", color="black", label="majority voting")
-    left.set(xlabel="labels used", ylabel="held-out step AUROC", title="PRM step AUROC")
+    return finish_plot(figure, left, right, path, largest=largest)
+
+
+def finish_plot(figure, left, right, path: Path, *, largest: str, note: str = "") -> Path:
+    """Label, legend and save the two panels of a comparison plot (step AUROC, best-of-N)."""
+    import matplotlib.pyplot as plt
+
+    left.set(xlabel="labels used", ylabel="held-out step AUROC", title=f"PRM step AUROC{note}")
     right.set(
         xlabel="labels used",
         ylabel=f"best-of-{largest} accuracy",
-        title=f"Best-of-{largest} on held-out problems",
+        title=f"Best-of-{largest} on held-out problems{note}",
     )
     for axis in (left, right):
         axis.grid(alpha=0.3)

@@ -135,6 +135,29 @@ def test_calibration_shows_the_tiny_prm_learning_the_domain():
     assert points[-1].step_auroc > points[0].step_auroc
 
 
+def test_training_seeds_train_on_the_same_data_and_give_the_run_to_run_spread():
+    from trainer.simulation.calibrate import CalibrationPoint, calibrate, run_to_run_spread
+
+    points = calibrate(
+        label_counts=[96], epochs=2, seed=0, held_out_problems=12, train_seeds=(3, 4)
+    )
+    assert [(p.train_seed, p.epoch) for p in points] == [(3, 1), (3, 2), (4, 1), (4, 2)]
+    # The same examples (tokens seen), other initial weights: other results.
+    assert points[1].tokens == points[3].tokens
+    assert points[1].step_auroc != points[3].step_auroc
+
+    def point(labels, seed, epoch, auroc):
+        return CalibrationPoint(labels, seed, epoch, 1.0, 1, 1, auroc, None, None)
+
+    # Only each seed's last epoch counts: 0.80 and 0.90 at 2,000 labels.
+    spread = run_to_run_spread(
+        [point(2000, 0, 1, 0.5), point(2000, 0, 2, 0.8), point(2000, 1, 2, 0.9)]
+    )
+    assert spread[2000]["per_seed"] == {0: 0.8, 1: 0.9}
+    assert spread[2000]["mean"] == pytest.approx(0.85)
+    assert spread[2000]["std"] == pytest.approx(0.1 / 2**0.5)
+
+
 # --- simulated labelers through the services --------------------------------------------------
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from trainer.simulation import label_sources, loop
+from trainer.simulation import label_sources, loop, seeds
 
 
 class Command(BaseCommand):
@@ -12,7 +12,8 @@ class Command(BaseCommand):
         "Run active learning without humans on the synthetic domain: generations of select, "
         "label (simulated labelers through the real services), retrain, evaluate. Needs a "
         "database of its own (it refuses one with other data). --compare runs every strategy "
-        "with the same seed; --calibrate measures how fast the tiny PRM learns the domain; "
+        "once per seed of --seeds and reports mean ± sd over them; --calibrate measures how "
+        "fast the tiny PRM learns the domain; "
         "--label-sources compares PRMs trained on human, rollout and mixed labels at equal "
         "cost (no database writes)."
     )
@@ -57,11 +58,20 @@ class Command(BaseCommand):
         parser.add_argument("--epochs", type=int, default=defaults.epochs)
         parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
         parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-        parser.add_argument("--max-minutes", type=float, default=defaults.max_minutes)
+        parser.add_argument(
+            "--max-minutes",
+            type=float,
+            default=defaults.max_minutes,
+            help="per training run (none by default: a wall-clock limit makes the figures "
+            "depend on how busy the machine is)",
+        )
         parser.add_argument("--no-orm", action="store_true", help="skip the ORM baseline")
         parser.add_argument("--out", type=Path, help="write the results as JSON here")
         parser.add_argument(
-            "--compare", action="store_true", help="run every strategy with the same seed"
+            "--compare",
+            action="store_true",
+            help="run every strategy once per seed of --seeds (within a seed: the same pool, "
+            "first generation and test set) and report each seed and mean ± sd over seeds",
         )
         parser.add_argument(
             "--plot", type=Path, help="PNG of accuracy against labels (default with --compare)"
@@ -71,6 +81,12 @@ class Command(BaseCommand):
             metavar="LABELS",
             help="comma-separated label counts: train on that many perfectly labeled "
             "solutions and report held-out step AUROC per epoch (no database writes)",
+        )
+        parser.add_argument(
+            "--train-seeds",
+            metavar="SEEDS",
+            help="with --calibrate: one training run per seed on the same data (--seed draws "
+            "the data), and the run-to-run spread of the final AUROC over them",
         )
 
         sources = label_sources.LabelSourcesConfig()
@@ -114,7 +130,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--seeds",
             default=",".join(map(str, sources.seeds)),
-            help="with --label-sources: comma-separated seeds",
+            help="with --compare or --label-sources: comma-separated seeds (--seed is for a "
+            "single run)",
         )
         parser.add_argument("--ls-test-problems", type=int, default=sources.test_problems)
         parser.add_argument("--ls-test-samples", type=int, default=sources.test_samples)
@@ -125,43 +142,46 @@ class Command(BaseCommand):
         if options["label_sources"]:
             return self._label_sources(options)
         config = self._config(options)
-        emit = self.stderr.write
+        if options["compare"]:
+            return self._compare(config, options)
         try:
-            if options["compare"]:
-                results = loop.compare(config, emit=emit)
-            else:
-                results = {config.strategy: loop.run_simulation(config, emit=emit)}
+            results = {config.strategy: loop.run_simulation(config, emit=self.stderr.write)}
         except loop.SimulationRefused as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(loop.table(results))
         payload = loop.result_dict(results)
-        efficiency = payload["data_efficiency"]
-        if efficiency and len(results) > 1:
-            self.stdout.write(
-                f"Labels to reach uniform's final AUROC {efficiency['target_auroc']}: "
-                + ", ".join(f"{k} {v}" for k, v in efficiency["labels_needed"].items())
-            )
-            if efficiency.get("auroc_levels"):
-                levels = efficiency["auroc_levels"]
-                self.stdout.write(
-                    f"Data efficiency vs uniform, averaged over AUROC {levels[0]}-{levels[-1]} "
-                    f"({len(levels)} levels): "
-                    + ", ".join(
-                        f"{k} {v}x" for k, v in efficiency["mean_efficiency_vs_uniform"].items()
-                    )
-                )
         if options["out"]:
             options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
             self.stdout.write(f"Results written to {options['out']}")
-        plot_path = options["plot"]
-        if plot_path is None and options["compare"]:
-            plot_path = (options["out"] or Path("simulation.json")).with_suffix(".png")
-        if plot_path:
-            written = loop.plot(results, plot_path)
-            if written:
-                self.stdout.write(f"Plot written to {written}")
-            else:
-                self.stderr.write("No plot: matplotlib is not installed.")
+        if options["plot"]:
+            self._plotted(loop.plot(results, options["plot"]))
+
+    def _compare(self, config: loop.SimulationConfig, options):
+        try:
+            per_seed = seeds.compare_seeds(
+                config, seeds=seeds.parse_seeds(options["seeds"]), emit=self.stderr.write
+            )
+        except loop.SimulationRefused as exc:
+            raise CommandError(str(exc)) from None
+        payload = seeds.payload(per_seed)
+        for seed, results in per_seed.items():
+            self.stdout.write(f"--- seed {seed} ---")
+            self.stdout.write(loop.table(results))
+        self.stdout.write(f"--- over seeds {', '.join(map(str, per_seed))} ---")
+        self.stdout.write(seeds.table(payload["aggregate"]))
+        if options["out"]:
+            options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
+            self.stdout.write(f"Results written to {options['out']}")
+        plot_path = options["plot"] or (options["out"] or Path("simulation.json")).with_suffix(
+            ".png"
+        )
+        self._plotted(seeds.plot(payload["aggregate"], plot_path))
+
+    def _plotted(self, written: Path | None) -> None:
+        if written:
+            self.stdout.write(f"Plot written to {written}")
+        else:
+            self.stderr.write("No plot: matplotlib is not installed.")
 
     def _config(self, options) -> loop.SimulationConfig:
         try:
@@ -179,9 +199,9 @@ class Command(BaseCommand):
 
     def _label_sources(self, options):
         try:
-            seeds = tuple(int(n) for n in options["seeds"].split(",") if n.strip())
-        except ValueError:
-            raise CommandError("--seeds takes comma-separated integers, e.g. 0,1,2") from None
+            seed_list = seeds.parse_seeds(options["seeds"])
+        except loop.SimulationRefused as exc:
+            raise CommandError(str(exc)) from None
         config = self._config(options)
         sources = tuple(s.strip() for s in options["sources"].split(",") if s.strip())
         ls_config = label_sources.LabelSourcesConfig(
@@ -191,7 +211,7 @@ class Command(BaseCommand):
             mixed_share=options["mixed_share"],
             sources=sources,
             noise=config.noise,
-            seeds=seeds,
+            seeds=seed_list,
             test_problems=options["ls_test_problems"],
             test_samples=options["ls_test_samples"],
             best_of=config.best_of,
@@ -208,7 +228,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Budget {ls_config.budget:g} completions per source; a human-labeled solution "
             f"costs {ls_config.human_cost:g}, a rollout-labeled one {ls_config.rollouts} per "
-            f"step rolled out; seeds {', '.join(map(str, seeds))} (mean ± std)."
+            f"step rolled out; seeds {', '.join(map(str, seed_list))} (mean ± std)."
         )
         self.stdout.write(label_sources.table(result))
         if options["out"]:
@@ -217,30 +237,50 @@ class Command(BaseCommand):
             self.stdout.write(f"Results written to {options['out']}")
 
     def _calibrate(self, options):
-        from trainer.simulation.calibrate import calibrate
+        from trainer.simulation.calibrate import calibrate, run_to_run_spread
 
         try:
             counts = [int(n) for n in options["calibrate"].split(",") if n.strip()]
         except ValueError:
             raise CommandError("--calibrate takes comma-separated label counts") from None
+        try:
+            given = options["train_seeds"]
+            train_seeds = seeds.parse_seeds(given) if given else ()
+        except loop.SimulationRefused as exc:
+            raise CommandError(f"--train-seeds: {exc}") from None
         points = calibrate(
+            train_seeds=train_seeds,
             label_counts=counts,
             epochs=options["epochs"],
-            max_seconds=options["max_minutes"] * 60,
+            max_seconds=options["max_minutes"] * 60 if options["max_minutes"] else None,
             seed=options["seed"],
             params={"learning_rate": options["learning_rate"], "batch_size": options["batch_size"]},
             on_point=lambda p: self.stderr.write(json.dumps(p.to_dict())),
         )
         header = (
-            f"{'labels':>7} {'epoch':>5} {'seconds':>8} {'steps':>6} {'tokens':>10} {'AUROC':>6}"
+            f"{'labels':>7} {'seed':>5} {'epoch':>5} {'seconds':>8} {'steps':>6} {'tokens':>10} "
+            f"{'AUROC':>6}"
         )
         self.stdout.write(header)
         for p in points:
             auroc = f"{p.step_auroc:.3f}" if p.step_auroc is not None else "-"
             self.stdout.write(
-                f"{p.labels:>7} {p.epoch:>5} {p.seconds:>8.1f} {p.optimizer_steps:>6} "
-                f"{p.tokens:>10} {auroc:>6}"
+                f"{p.labels:>7} {p.train_seed:>5} {p.epoch:>5} {p.seconds:>8.1f} "
+                f"{p.optimizer_steps:>6} {p.tokens:>10} {auroc:>6}"
             )
+        spread = run_to_run_spread(points)
+        if len(train_seeds) > 1:
+            self.stdout.write("Run-to-run spread of the final step AUROC over training seeds:")
+            for labels, figure in spread.items():
+                values = " ".join(
+                    "-" if v is None else f"{v:.3f}" for v in figure["per_seed"].values()
+                )
+                mean = "-" if figure["mean"] is None else f"{figure['mean']:.3f}"
+                std = "-" if figure["std"] is None else f"{figure['std']:.3f}"
+                self.stdout.write(f"{labels:>7} labels: {mean} ± {std}  | {values}")
         if options["out"]:
-            payload = {"calibration": [p.to_dict() for p in points]}
+            payload = {
+                "calibration": [p.to_dict() for p in points],
+                "run_to_run": {str(k): v for k, v in spread.items()},
+            }
             options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
