@@ -88,6 +88,11 @@ def main() -> int:
         help="train the ORM baseline at the final label count only, not at every generation",
     )
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    parser.add_argument(
+        "--from-scratch",
+        action="store_true",
+        help="train every generation's PRM from fresh weights, not from the previous one's",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "var" / "bench" / "active_learning.json")
     parser.add_argument(
         "--max-total-minutes",
@@ -127,6 +132,7 @@ def main() -> int:
             trials=args.trials,
             max_minutes=args.max_minutes,
             orm_every_generation=not args.orm_final_only,
+            warm_start=not args.from_scratch,
         )
         per_seed = seeds.compare_seeds(
             config,

@@ -95,8 +95,10 @@ def train_in_process_group(
     on_progress: Callable[[dict], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     best_of_n_problems: Sequence[BestOfNProblem] = (),
+    start_from: str | None = None,
 ) -> TrainResult:
     """`trainer.train.train_prm` on `processes` ranks; the same arguments and result.
+    `start_from`: a PRM checkpoint every rank loads and trains on from (a warm start).
 
     Raises TrainingCancelled when `should_stop` said stop, ProcessGroupFailed when a rank
     died or failed (CheckpointNotWritten when rank 0 could not save), and leaves no rank
@@ -117,6 +119,7 @@ def train_in_process_group(
             "base_model": base_model,
             "out_dir": str(out_dir),
             "parent_pid": os.getpid(),
+            "start_from": start_from,
             "train": [asdict(e) for e in train],
             "eval": [asdict(e) for e in eval],
             "best_of_n_problems": [asdict(p) for p in best_of_n_problems],
@@ -278,7 +281,9 @@ def run_rank(job_dir: Path) -> None:
     base_model = job["base_model"]
     lead = rank == 0
     try:
-        if base_model is None:
+        if job.get("start_from"):
+            prm = PRM.load(job["start_from"])
+        elif base_model is None:
             # A tokenizer trained on the data, built once: rank 0's PRM is everyone's.
             shared = job_dir / INITIAL_PRM
             if lead:

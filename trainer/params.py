@@ -139,6 +139,15 @@ class TrainingParams:
         "about a third more compute.",
         form=False,
     )
+    warm_start: bool = _param(
+        False,
+        label="Start from the active model",
+        help="Train on from the active model version's weights (trained on the same base model) "
+        "instead of a fresh model: a retrain keeps what the last one learned, so more labels do "
+        "not come out worse by the luck of a fresh start. Without an active version it starts "
+        "fresh.",
+        form=False,
+    )
     # The scoring rule the model version keeps.
     neutral_as_positive: bool = _param(
         True, label="Neutral counts as positive", help="Step score p(+1) + p(0), else p(+1)."

@@ -8,6 +8,7 @@ import torch: those are imported inside the functions that train, so the web pro
 pays for torch to show a page.
 """
 
+import json
 import logging
 import os
 import tempfile
@@ -31,7 +32,7 @@ from trainer import dataset, model_versions, pipeline
 from trainer.base_models import resolve_base_model
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
-from trainer.selectors import submitted_sessions_since
+from trainer.selectors import active_model_version, submitted_sessions_since
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,10 @@ class NoTrainingData(Conflict):
 
 class TrainingMisconfigured(Conflict):
     """A worker setting (PRM_TRAIN_PROCESSES) that no run can train with."""
+
+
+class WarmStartRefused(Conflict):
+    """warm_start asked for, but the active model version has another backbone."""
 
 
 class CheckpointDirUnwritable(Conflict):
@@ -390,7 +395,13 @@ def _train(run: TrainingRun, recorder: RunRecorder):
         f"Data: {len(examples)} examples ({len(train)} train, {len(held_out)} held out), "
         f"snapshot {digest[:12]}."
     )
-    train_on = train_prm if processes == 1 else partial(train_in_process_group, processes=processes)
+    start_from = _warm_start(params=params, base_model=base_model, recorder=recorder)
+    if processes == 1:
+        from trainer.prm import PRM
+
+        train_on = partial(train_prm, prm=PRM.load(start_from) if start_from else None)
+    else:
+        train_on = partial(train_in_process_group, processes=processes, start_from=start_from)
     return train_on(
         train=train,
         eval=held_out,
@@ -401,6 +412,29 @@ def _train(run: TrainingRun, recorder: RunRecorder):
         should_stop=recorder.should_stop,
         best_of_n_problems=dataset.best_of_n_problems(held_out),
     )
+
+
+def _warm_start(*, params: TrainingParams, base_model: str | None, recorder) -> str | None:
+    """The checkpoint a warm-started run trains on from: the active model version's, when
+    it was trained on this run's base model; None for a fresh start."""
+    from trainer.prm import SETTINGS_FILE
+
+    if not params.warm_start:
+        return None
+    version = active_model_version()
+    if version is None:
+        recorder.log("No active model version to start from: training a fresh model.")
+        return None
+    meta = json.loads((Path(version.checkpoint_path) / SETTINGS_FILE).read_text(encoding="utf-8"))
+    if meta.get("base_model") != base_model:
+        raise WarmStartRefused(
+            f"warm_start: the active model version {version} was trained on "
+            f"{meta.get('base_model') or 'the built-in tiny model'}, this run on "
+            f"{base_model or 'the built-in tiny model'}; start this run fresh or activate a "
+            "version of the same base model."
+        )
+    recorder.log(f"Starting from the active model version {version} (warm start).")
+    return version.checkpoint_path
 
 
 def _check_checkpoint_dir(*, model_dir: Path) -> None:

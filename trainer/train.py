@@ -94,7 +94,8 @@ def train_prm(
     Of `params`, the data filters and `base_model` are the caller's business (they chose
     `train`, `eval` and the `base_model` argument); the loop reads the rest. `prm` is the
     PRM to start from (`build_prm`), for the ranks of a process group, which must all start
-    from the same one; without it the loop builds it. In a process group (started by
+    from the same one, or a checkpoint to train on from (a warm start); without it the loop
+    builds it. In a process group (started by
     `trainer.distributed`) every rank calls this with the same arguments; rank 0's result
     holds the metrics.
     """
@@ -125,6 +126,11 @@ def train_prm(
     if prm is None:
         emit({"log": f"Building the PRM ({base_model or 'built-in tiny backbone'})."})
         prm = build_prm(params=params, base_model=base_model, examples=[*train, *eval])
+    else:
+        # A model to start from (a rank's, or a warm start's) scores by this run's rule.
+        prm.settings = PRMSettings(
+            neutral_as_positive=params.neutral_as_positive, aggregation=params.aggregation
+        )
     encoded = prm.encode_many(
         [e.problem for e in train], [e.steps for e in train], [e.labels for e in train]
     )

@@ -79,6 +79,10 @@ class SimulationConfig:
     # count, whose run is longer, is cut more: issue 20's "more labels, worse PRM").
     max_minutes: float | None = None
     eval_fraction: float = 0.05  # the training run's own held-out share of labeled problems
+    # Each retrain starts from the active model version (TrainingParams.warm_start). From
+    # scratch, the tiny model's step AUROC on the same 1,500 labels spreads 0.82-0.89 over
+    # initial weights, more than 500 more labels add: a retrain could come out worse.
+    warm_start: bool = True
     orm: bool = True
     orm_every_generation: bool = True  # False: the ORM baseline at the final label count only
 
@@ -193,6 +197,7 @@ def retrain(*, researcher, config: SimulationConfig) -> ModelVersion:
         "max_minutes": config.max_minutes,
         "seed": config.seed,
         "eval_fraction": config.eval_fraction,
+        "warm_start": config.warm_start,
     }
     run = runs.request_training_run(user=researcher, params=params, enqueue=False)
     run = runs.execute_training_run(run_id=run.pk, worker_hostname="manage.py simulate")

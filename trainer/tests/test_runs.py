@@ -365,3 +365,56 @@ def test_parameters_stored_before_the_renames_are_migrated_and_load():
     assert periodic.task == "trainer.tasks.periodic_retrain_task"
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+# --- warm start -------------------------------------------------------------------------------
+
+
+def weights(path) -> dict:
+    from trainer.prm import PRM
+
+    return PRM.load(path).module.state_dict()
+
+
+def test_a_warm_started_run_trains_on_from_the_active_model_versions_weights(
+    researcher, labeled, model_dir
+):
+    import torch
+
+    first = run_once(user=researcher, params={**TINY, "warm_start": True})
+    assert first.status == TrainingRun.Status.SUCCEEDED, first.error
+    assert "No active model version to start from" in first.log_tail
+    active = first.model_version
+    assert active.is_active
+    # A learning rate too small to move anything: what the run saves is what it started from.
+    still = {**TINY, "learning_rate": 1e-12}
+
+    warm = run_once(user=researcher, params={**still, "warm_start": True})
+    fresh = run_once(user=researcher, params=still)
+
+    assert warm.status == fresh.status == TrainingRun.Status.SUCCEEDED, warm.error + fresh.error
+    assert f"Starting from the active model version {active}" in warm.log_tail
+    started_from = weights(active.checkpoint_path)
+    warm_weights = weights(warm.model_version.checkpoint_path)
+    for key, value in started_from.items():
+        torch.testing.assert_close(warm_weights[key], value, rtol=1e-6, atol=1e-6, msg=key)
+    fresh_weights = weights(fresh.model_version.checkpoint_path)
+    assert any(not torch.allclose(fresh_weights[k], v) for k, v in started_from.items())
+
+
+def test_a_warm_start_from_a_version_of_another_base_model_is_refused(
+    researcher, labeled, model_dir
+):
+    import json
+
+    first = run_once(user=researcher)
+    meta_path = Path(first.model_version.checkpoint_path) / "prm.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "base_model": str(model_dir / "another-model")}))
+
+    run = run_once(user=researcher, params={**TINY, "warm_start": True})
+
+    assert run.status == TrainingRun.Status.FAILED
+    assert "warm_start: the active model version" in run.error
+    assert "start this run fresh" in run.error
+    assert ModelVersion.objects.filter(is_active=True).get() == first.model_version

@@ -271,7 +271,8 @@ def test_simulate_runs_generations_through_the_real_services(settings, tmp_path)
     for row in rows:
         assert isinstance(row["step_auroc"], float)
         assert "first_error_f1" in row
-        assert set(row["best_of_n"]) == {"prm", "orm", "majority"}
+        # The PRM under its own rule (product) and the min rule, the ORM, majority voting.
+        assert set(row["best_of_n"]) == {"prm", "prm_min", "orm", "majority"}
         assert set(row["best_of_n"]["prm"]) == {"1", "4", "16"}
         # Every method sees the same draws: with one sample drawn there is nothing to choose.
         assert len({json.dumps(by_n["1"]) for by_n in row["best_of_n"].values()}) == 1

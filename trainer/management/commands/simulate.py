@@ -65,6 +65,12 @@ class Command(BaseCommand):
             help="per training run (none by default: a wall-clock limit makes the figures "
             "depend on how busy the machine is)",
         )
+        parser.add_argument(
+            "--from-scratch",
+            action="store_true",
+            help="train every generation's PRM from fresh weights instead of from the previous "
+            "generation's (the default, a warm start)",
+        )
         parser.add_argument("--no-orm", action="store_true", help="skip the ORM baseline")
         parser.add_argument("--out", type=Path, help="write the results as JSON here")
         parser.add_argument(
@@ -191,7 +197,12 @@ class Command(BaseCommand):
         names = {f.name for f in fields(loop.SimulationConfig)}
         values = {k: v for k, v in options.items() if k in names}
         config = loop.SimulationConfig(
-            **{**values, "best_of": best_of, "orm": not options["no_orm"]}
+            **{
+                **values,
+                "best_of": best_of,
+                "orm": not options["no_orm"],
+                "warm_start": not options["from_scratch"],
+            }
         )
         if any(n < 1 for n in best_of) or not best_of:
             raise CommandError("--best-of needs positive integers.")
