@@ -229,3 +229,23 @@ def test_gradient_checkpointing_recomputes_the_layers_and_trains_to_the_same_los
     assert losses[True] == pytest.approx(losses[False], rel=TOLERANCE)
     # Three micro-batches: the layer ran once for each, and again in each backward pass.
     assert layer_calls == {False: 3, True: 6}
+
+
+def test_every_rank_of_a_warm_started_run_starts_from_the_given_checkpoint(tmp_path):
+    train, held_out = synthetic(12, seed=4), synthetic(4, seed=5)
+    start = build_prm(params=TrainingParams(seed=9), base_model=None, examples=train)
+    start.save(tmp_path / "start")
+    # Too small a learning rate to move anything: what is saved is what every rank started from.
+    params = TrainingParams(**{**PARAMS, "epochs": 1, "learning_rate": 1e-12})
+
+    train_in_process_group(
+        processes=2,
+        train=train,
+        eval=held_out,
+        params=params,
+        base_model=None,
+        out_dir=tmp_path / "warm",
+        start_from=str(tmp_path / "start"),
+    )
+
+    same_weights(tmp_path / "start", tmp_path / "warm")
