@@ -16,8 +16,9 @@ one seed's efficiency is one draw, and draws of it have ranged from 1.2x to 2.5x
 per-seed and aggregate results as JSON and the mean curves with a ±1 sd band as PNG (`--out`,
 default `var/bench/active_learning.json` and `.png`).
 
-A full-size seed (4 generations of 500 labels from a pool of 8,000) takes about 17 minutes on
-a 2-core CPU. The figures are what they are: the benchmark fails only if the loop itself
+A full-size seed (4 generations of 500 labels from a pool of 8,000) takes about 10 minutes on
+a 2-core CPU with one torch thread (OMP_NUM_THREADS=1; two threads beside other work are
+several times slower). The figures are what they are: the benchmark fails only if the loop itself
 fails or overruns `--max-total-minutes` (default 30 per seed).
 The database is never the developer's: with a PostgreSQL `DATABASE_URL` it creates (and
 afterwards drops) `stepwise_active_learning_bench` on that server; otherwise a SQLite file in
