@@ -20,12 +20,10 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
 from kombu.exceptions import OperationalError as BrokerError
 
 from annotate.celery import queue_task
 from annotate.errors import Conflict, Unavailable
-from labeling.models import Solution
 from trainer import scoring, selection
 from trainer.models import ModelVersion, TrainingRun
 from trainer.selectors import active_model_version
@@ -92,8 +90,17 @@ def queue_scoring(*, model_version_id: int) -> None:
         logger.error("%s", exc)
 
 
-def not_scored_by(version: ModelVersion) -> QuerySet[Solution]:
-    return scoring.unscored(version)
+def _version_to_score(*, model_version_id: int, whole_pool: bool) -> ModelVersion | None:
+    """The version a scoring request names, or None when there is nothing to do: it was
+    deleted (a redelivered message can outlive it), or the request is for the whole pool and
+    the version is no longer active (its scores would overwrite the active version's)."""
+    version = ModelVersion.objects.filter(pk=model_version_id).first()
+    if version is None:
+        logger.info("Model version %s no longer exists; nothing to score", model_version_id)
+    elif whole_pool and not version.is_active:
+        logger.info("%s is no longer active; not rescoring every solution with it", version)
+        return None
+    return version
 
 
 def fan_out_scoring(*, model_version_id: int) -> int:
@@ -101,13 +108,8 @@ def fan_out_scoring(*, model_version_id: int) -> int:
     how many were queued. A chunk queued twice is harmless: the second finds it taken or done.
     Scoring everything with a version that is no longer active would overwrite the active
     version's scores, so that request is skipped."""
-    version = ModelVersion.objects.filter(pk=model_version_id).first()
+    version = _version_to_score(model_version_id=model_version_id, whole_pool=True)
     if version is None:
-        # A redelivered message can outlive the version an admin deleted.
-        logger.info("Model version %s no longer exists; nothing to score", model_version_id)
-        return 0
-    if not version.is_active:
-        logger.info("%s is no longer active; not rescoring every solution with it", version)
         return 0
     scoring.plan_scoring(model_version=version)
     chunk_ids = scoring.chunks_to_do(model_version_id=version.pk)
@@ -128,14 +130,10 @@ def score_with_model_version(
     a scoring that was interrupted continues where it stopped, and a duplicate finds nothing
     left to do. Skipped for a version that is no longer active (see `fan_out_scoring`).
     """
-    version = ModelVersion.objects.filter(pk=model_version_id).first()
+    version = _version_to_score(model_version_id=model_version_id, whole_pool=solution_ids is None)
     if version is None:
-        logger.info("Model version %s no longer exists; nothing to score", model_version_id)
         return 0
     if solution_ids is None:
-        if not version.is_active:
-            logger.info("%s is no longer active; not rescoring every solution with it", version)
-            return 0
         return scoring.score_in_process(model_version=version)
     # Imported here to keep torch out of the web process, which never scores.
     from trainer.score import score_solutions
@@ -171,7 +169,7 @@ def requeue_unfinished_scoring(
         except BrokerUnavailable as exc:
             logger.error("%s", exc)
     version = active_model_version()
-    if version is None or not not_scored_by(version).exists():
+    if version is None or not scoring.unscored(version).exists():
         return None
     if activated_before is not None and (
         version.promoted_at is None
