@@ -169,9 +169,12 @@ def _corpus() -> list[dict[str, str]]:
 
 
 def test_corpus_judged_by_hand_is_graded_right_with_no_false_accept():
-    # Each row: answer, ground truth, the verdict a person gave, and the answer format.
+    # Each row: answer, ground truth, the verdict a person gave, and the answer format. The
+    # rows after the first 706 are issue 27's answer forms: bases, precedence, percents,
+    # spaced thousands, repeating decimals, set-builder sets, vectors, equations of one curve,
+    # lists boxed one by one, plain arithmetic, power towers, each with near misses.
     rows = _corpus()
-    assert len(rows) >= 500
+    assert len(rows) >= 1200
     assert {row["verdict"] for row in rows} == {"equal", "different"}
     misses: dict[str, list[str]] = defaultdict(list)
     false_accepts = []
@@ -187,7 +190,7 @@ def test_corpus_judged_by_hand_is_graded_right_with_no_false_accept():
     for category, pairs in sorted(misses.items()):
         print(f"  {category}: {len(pairs)} missed: {'; '.join(pairs)}")
     assert false_accepts == []
-    assert accuracy >= 0.97
+    assert accuracy >= 0.99
 
 
 def test_corpus_covers_every_answer_format():
@@ -196,7 +199,8 @@ def test_corpus_covers_every_answer_format():
         "integer", "separators", "fraction", "decimal", "repeating", "mixed", "scientific",
         "radical", "pi", "interval", "inequality", "tuple", "set", "matrix", "degree", "unit",
         "multiplier", "percent", "dollars", "choice", "text", "expression", "equation", "base",
-        "complex", "boxed", "empty", "pathological",
+        "complex", "boxed", "empty", "pathological", "precedence", "arithmetic", "vector",
+        "list", "tower",
     }  # fmt: skip
 
 
@@ -259,3 +263,50 @@ def test_an_import_with_an_unending_answer_finishes(tmp_path):
     assert result.lines == 3
     verdicts = dict(Solution.objects.values_list("answer", "is_correct"))
     assert verdicts == {"9^{9^{9}}": False, "9": True, "10^{10^{10}}": False}
+
+
+# 50 kB answers no model means as a final answer: a runaway generation, or text made to stall
+# the grader (each took seconds before, up to minutes for digits and ellipses).
+HOSTILE = {
+    "digits": "7" * 50_000,
+    "escaped parentheses": "\\(" * 25_000,
+    "braces": "{" * 50_000,
+    "fractions": "\\frac{" * 8_000,
+    "nested braces": "{" * 25_000 + "}" * 25_000,
+    "long sum": "+".join(["1"] * 25_000),
+    "boxes": "\\boxed{" * 7_000,
+    "repeating decimal": "0." + "3" * 50_000 + "\\ldots",
+    "power tower": "2^" * 25_000 + "2",
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_50_kb_hostile_answer_gets_its_verdict_in_under_half_a_second(name, caplog):
+    hostile = HOSTILE[name]
+    for answer, truth in ((hostile, "5"), ("5", hostile)):
+        started = time.monotonic()
+        with caplog.at_level("WARNING", logger="labeling.grading"):
+            verdict = is_equivalent(answer, truth)
+        assert time.monotonic() - started < 0.5
+        assert verdict is False
+    assert "not parsed" in caplog.text  # an operator sees why such an answer was refused
+
+
+# Just under the length limit, text that is no LaTeX (unbalanced or absurdly deep brackets, a
+# double superscript) is refused before sympy, which took the whole 2 s deadline on each.
+MALFORMED = {
+    "braces": "{" * 900,
+    "parentheses": "(" * 900,
+    "nested braces": "{" * 450 + "}" * 450,
+    "escaped parentheses": "\\(" * 450,
+    "power tower": "2^" * 450 + "2",
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_malformed_text_under_the_length_limit_is_refused_quickly(name):
+    malformed = MALFORMED[name]
+    started = time.monotonic()
+    assert is_equivalent(malformed, "5") is False
+    assert is_equivalent("5", malformed) is False
+    assert time.monotonic() - started < 1.0
