@@ -1,6 +1,7 @@
+from django import forms
 from django.contrib import admin, messages
 
-from labeling import quality
+from labeling import mathtext, quality
 from labeling.export import ExportFilters, prm800k_response
 from labeling.models import (
     Generation,
@@ -173,7 +174,29 @@ class LabelingSessionAdmin(admin.ModelAdmin):
         return prm800k_response(filters=ExportFilters(), within=queryset)
 
 
+class GuidelineForm(forms.ModelForm):
+    """Refuses a body Markdown would render slowly (too long, or too dense with markup); the
+    page would show it as plain text (labeling/mathtext.py, render_markdown)."""
+
+    class Meta:
+        model = Guideline
+        fields = ["title", "body"]
+        help_texts = {
+            "body": (
+                "Markdown; $…$ and $$…$$ are rendered as math. At most "
+                f"{mathtext.MARKDOWN_MAX_CHARS:,} characters."
+            )
+        }
+
+    def clean_body(self) -> str:
+        body = self.cleaned_data["body"]
+        if reason := mathtext.markdown_refusal(body):
+            raise forms.ValidationError(f"This guideline cannot be shown as Markdown: {reason}.")
+        return body
+
+
 @admin.register(Guideline)
 class GuidelineAdmin(admin.ModelAdmin):
+    form = GuidelineForm
     list_display = ("title", "updated_at")
     search_fields = ("title", "body")

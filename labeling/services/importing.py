@@ -9,6 +9,7 @@ Files are read line by line and written in batches, so memory does not grow with
 import json
 import math
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -18,6 +19,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import connection, transaction
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import FloatField, JSONField, Model
 from tqdm import tqdm
 
@@ -26,6 +28,7 @@ from annotate.errors import Invalid
 from labeling import prm800k
 from labeling.export import PROGRESS_MIN_LINES
 from labeling.grading import grade_answer, grade_answers, grading_pool, regrade_solutions
+from labeling.mathtext import control_characters
 from labeling.models import Problem, Solution, solution_digest, text_digest
 
 BATCH_SIZE = 1000
@@ -42,6 +45,36 @@ class ImportResult:
     updated: int = 0
     unchanged: int = 0
     details: dict[str, int] = field(default_factory=dict)
+    # What an admin should know about the file that did not stop it.
+    notes: list[str] = field(default_factory=list)
+    # Invisible format and control characters (bidi overrides, zero-width spaces) in its text,
+    # by code point. The text is stored as it came; every page shows them as visible marks.
+    control_characters: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._control_lines: list[int] = []  # not a field: not part of the job's result
+
+    def count_control_characters(self, number: int, *texts: str) -> None:
+        """Count the invisible characters of line `number`'s `texts`."""
+        found: Counter[str] = Counter()
+        for text in texts:
+            found.update(control_characters(text))
+        if found:
+            self._control_lines.append(number)
+            for code, count in found.items():
+                self.control_characters[code] = self.control_characters.get(code, 0) + count
+
+    def note_control_characters(self, name: str) -> None:
+        lines = self._control_lines
+        if not lines:
+            return
+        codes = ", ".join(f"{code} ×{n}" for code, n in sorted(self.control_characters.items()))
+        first = ", ".join(f"{name}:{n}" for n in lines[:5]) + (", …" if len(lines) > 5 else "")
+        self.notes.append(
+            f"{len(lines):,} line(s) hold invisible format or control characters ({codes}): "
+            f"kept as they are, and shown on every page as marks like ⟨U+202E⟩ ({first})"
+        )
+        lines.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,6 +163,9 @@ def line_failure(name: str, number: int, message: str) -> ImportFailed:
     return ImportFailed(f"{name}:{number}: {message}")
 
 
+PORTABLE_INTEGER_RANGES = BaseDatabaseOperations.integer_field_ranges
+
+
 def check_column(model: type[Model], name: str, value: Any, *, label: str | None = None) -> None:
     """Refuse, as a ValueError naming `label`, a value that `model.name`'s column cannot hold.
 
@@ -150,7 +186,12 @@ def check_column(model: type[Model], name: str, value: Any, *, label: str | None
             finite = False
         if not finite:
             raise ValueError(f"'{label}' must be a finite number, got {str(value)[:40]}")
-    for validator in field.validators:
+    # The portable ranges of the integer types, whatever this database's are: SQLite's columns
+    # hold any integer, and a line SQLite took would fail the same data's move to PostgreSQL.
+    low, high = PORTABLE_INTEGER_RANGES.get(field.get_internal_type(), (None, None))
+    portable = [MinValueValidator(low)] if low is not None else []
+    portable += [MaxValueValidator(high)] if high is not None else []
+    for validator in [*field.validators, *portable]:
         try:
             validator(value)
         except ValidationError as exc:
@@ -171,7 +212,9 @@ def check_column(model: type[Model], name: str, value: Any, *, label: str | None
 
 
 def _problem_level(value: Any) -> int | None:
-    if value is None or value == "":
+    """A level as written in MATH ("Level 3", or 3); its range is the model field's, checked
+    with the other columns. MATH writes "Level ?" for a few problems: no level."""
+    if value is None or value == "" or value == "Level ?":
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -224,6 +267,7 @@ def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
             try:
                 unique_id, values = parse_problem(obj)
                 text = values["text"]
+                result.count_control_characters(number, text, values["answer"], values["solution"])
                 if unique_id in first_line_of:
                     # Two lines claiming one id is a broken file, not an update.
                     raise ValueError(
@@ -263,6 +307,7 @@ def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
             result.updated += 1
             if "answer" in updates:
                 regrade_solutions(problem_ids=[problem.pk])
+    result.note_control_characters(name)
     return result
 
 
@@ -352,6 +397,9 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
                     parsed.append((number, *parse_solution(obj)))
                 except ValueError as exc:
                     raise line_failure(name, number, str(exc)) from None
+                _, _, _, steps, answer, *_, alternatives = parsed[-1]
+                texts = [t for ts in alternatives.values() for t in ts]
+                result.count_control_characters(number, *steps, answer, *texts)
 
             by_uid = Problem.objects.in_bulk({p[1] for p in parsed if p[1]}, field_name="unique_id")
             by_hash = Problem.objects.in_bulk(
@@ -404,4 +452,5 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
             result.created += len(new)
             result.updated += len(gaining)
             result.unchanged += len(batch) - len(new) - len(gaining)
+    result.note_control_characters(name)
     return result

@@ -4,6 +4,7 @@ All-or-nothing like every import (see `importing`); the fields the importer does
 are kept in each row's `extra`, so that an export gives back the same JSON objects.
 """
 
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from labeling.services.importing import (
     read_jsonl,
 )
 from labeling.services.labelers import labelers_by_uuid
+from labeling.services.workbench import recount_labels
 
 
 def _without(obj: dict, *keys: str) -> dict:
@@ -170,10 +172,23 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
                     records.append(parse_line(obj))
                 except ValueError as exc:
                     raise line_failure(name, number, str(exc)) from None
+                result.count_control_characters(number, *_texts(records[-1]))
             result.lines += len(records)
             _store_records(records, imported_at=imported_at, result=result, pool=pool)
     result.created = result.details["sessions"]
+    result.note_control_characters(name)
     return result
+
+
+def _texts(record: prm800k.ParsedRecord) -> Iterator[str]:
+    """Every text of a line that a page shows."""
+    yield from (record.problem, record.ground_truth_answer, record.ground_truth_solution)
+    yield from (*record.steps, record.answer)
+    for step in record.label_steps:
+        yield from (c.text for c in step.completions)
+        human = step.human_completion
+        if isinstance(human, dict) and isinstance(human.get("text"), str):
+            yield human["text"]
 
 
 def _store_records(
@@ -224,6 +239,9 @@ def _store_records(
         )
         sessions.append(session)
     LabelingSession.objects.bulk_create(sessions)
+    # bulk_create bypasses the submission that keeps Solution.labels_submitted: count the
+    # labeled solutions again, so the queues stop walking past them.
+    recount_labels(solutions=Solution.objects.filter(pk__in={s.solution_id for s in sessions}))
 
     step_rows = []
     step_completions = []

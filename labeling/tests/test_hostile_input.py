@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils.html import escape
 from rest_framework.test import APIClient
 
-from labeling import tokens
+from labeling import mathtext, tokens
 from labeling.models import (
     Generation,
     ImportJob,
@@ -24,6 +25,8 @@ from labeling.models import (
 from labeling.roles import ROLES
 from labeling.services import import_jobs, workbench
 from labeling.services.labelers import get_or_create_labeler
+from labeling.tests.hostile_text import HOSTILE_TEXT
+from labeling.tests.hostile_text import hostile_text as hostile_shape
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -179,17 +182,17 @@ def _long(model, field: str) -> str:
         (
             "/api/problems/",
             {"problem": "1+1?", "answer": "2", "level": 99999},
-            "item:1: 'level' must be at most 32767, got 99999",
+            "item:1: 'level' must be at most 5, got 99999",
         ),
         (
             "/api/problems/",
             {"problem": "1+1?", "answer": "2", "level": -3},
-            "item:1: 'level' must be at least 0, got -3",
+            "item:1: 'level' must be at least 1, got -3",
         ),
         (
             "/api/problems/",
             {"problem": "1+1?", "answer": "2", "level": "Level 99999"},
-            "item:1: 'level' must be at most 32767",
+            "item:1: 'level' must be at most 5",
         ),
         (
             "/api/problems/",
@@ -290,7 +293,7 @@ PROBLEM_LINE = {"problem": "What is 1+1?", "answer": "2", "unique_id": "u/1"}
         (
             "problems",
             _lines({**PROBLEM_LINE, "level": 40000}),
-            "up.jsonl:1: 'level' must be at most 32767",
+            "up.jsonl:1: 'level' must be at most 5",
         ),
         (
             "solutions",
@@ -459,3 +462,196 @@ def test_an_oversized_form_posted_to_a_page_is_refused_before_it_is_read(client,
         CONTENT_LENGTH=str(100 * 1024**2),  # claimed; the test client would fail a read past it
     )
     assert response.status_code == 400
+
+
+# --- hostile text through the renderers, and invisible characters (issue 27) -----------------
+
+HOSTILE_SIZE = 50_000
+# Wall clock, with room for a loaded machine: the quadratic paths took 3 to 20 s and more.
+FAST = 0.5
+
+
+def hostile_text(shape: str, size: int = HOSTILE_SIZE) -> str:
+    return hostile_shape(shape, size)
+
+
+def seconds(call) -> float:
+    # Once more if slow: a machine busy elsewhere, not a slow path, gets a second chance.
+    for _ in range(2):
+        started = time.perf_counter()
+        call()
+        elapsed = time.perf_counter() - started
+        if elapsed < FAST:
+            break
+    return elapsed
+
+
+RENDERERS = {
+    "math": mathtext.render_math,
+    "step": mathtext.render_step,
+    "answer": mathtext.render_answer,
+    "markdown": mathtext.render_markdown,
+}
+
+
+@pytest.mark.parametrize("renderer", RENDERERS)
+@pytest.mark.parametrize("shape", HOSTILE_TEXT)
+def test_50_kb_of_hostile_text_renders_in_under_half_a_second(shape, renderer):
+    text = hostile_text(shape)
+    assert seconds(lambda: RENDERERS[renderer](text)) < FAST
+
+
+@pytest.mark.parametrize("shape", HOSTILE_TEXT)
+def test_a_guideline_as_long_as_markdown_takes_renders_fast_or_says_why_not(shape):
+    """At the length limit Markdown is still given the text, unless its shape would make it
+    slow: then the page shows it as plain text, saying why, as the admin's form would."""
+    text = hostile_text(shape, mathtext.MARKDOWN_MAX_CHARS)
+    assert seconds(lambda: mathtext.render_markdown(text)) < FAST
+    html = mathtext.render_markdown(text)
+    if "markdown-refused" in html:
+        reason = mathtext.markdown_refusal(text)
+        assert html.startswith(
+            f'<p class="markdown-refused">Shown as plain text: {escape(reason)}.</p>'
+        )
+    assert "<script" not in html
+
+
+def test_a_real_guideline_of_the_longest_kind_is_rendered_as_markdown(problem):
+    from labeling.models import Guideline
+
+    body = Guideline.objects.get().body  # the default guideline, from its migration
+    seven = "\n\n".join([body] * 7)
+    assert len(seven) <= mathtext.MARKDOWN_MAX_CHARS
+    assert mathtext.markdown_refusal(seven) is None
+    html = mathtext.render_markdown(seven)
+    assert html.count("<table>") == 7 and "markdown-refused" not in html
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["inline-math-open", "display-math-open", "dollar-letter", "begin-align", "backslash",
+     "open-bracket", "answer-heading", "invisible"],
+)  # fmt: skip
+def test_the_inspection_page_of_a_solution_with_a_50_kb_step_answers_fast(client, shape):
+    _create_role_users()
+    client.force_login(User.objects.get(username="researcher"))
+    problem = Problem.objects.create(text="What is $1+1$?", answer="2")
+    fine = Solution.objects.create(problem=problem, steps=["$1+1=2$."], answer="2", is_correct=True)
+    text = hostile_text(shape)
+    hostile = Solution.objects.create(
+        problem=problem, steps=["Start.", text], answer=text[:5000], is_correct=False
+    )
+    assert client.get(f"/inspect/solutions/{fine.pk}/").status_code == 200  # templates loaded
+    response = None
+
+    def get():
+        nonlocal response
+        response = client.get(f"/inspect/solutions/{hostile.pk}/")
+
+    assert seconds(get) < FAST
+    assert response.status_code == 200
+
+
+def test_the_admin_refuses_a_guideline_markdown_would_render_slowly(client, make_user, monkeypatch):
+    from labeling.models import Guideline
+
+    client.force_login(make_user("boss", role="admin", is_staff=True, is_superuser=True))
+    url = "/admin/labeling/guideline/add/"
+    before = Guideline.objects.count()
+    for body, message in [
+        ("[" * 5000, "do not close"),
+        ("x" * 30_000, "it is 30,000 characters long"),
+        ("> " * 40 + "deep", "nests lists or quotes more than 10 deep"),
+        ("*a" * 9000, "too dense with emphasis"),
+        ("# a\n" * 2000, "too many headings, rules or link definitions"),
+        ("a|b\n-|-\n" * 1000, "more than 2,500 cells"),
+        ("<a" * 2000, "2,000 HTML tags"),
+    ]:
+        response = client.post(url, {"title": "Hostile", "body": body})
+        assert response.status_code == 200  # the form again, with the error
+        page = response.content.decode()
+        assert "This guideline cannot be shown as Markdown" in page and message in page
+    assert Guideline.objects.count() == before
+    fine = {"title": "Fine", "body": "Rate $1+1=2$ as **+1**."}
+    # A shape the budgets do not foresee is refused by the time its rendering took.
+    monkeypatch.setattr(mathtext, "MARKDOWN_RENDER_LIMIT_S", -1.0)
+    assert "Markdown took" in client.post(url, fine).content.decode()
+    monkeypatch.undo()
+    response = client.post(url, fine)
+    assert response.status_code == 302 and Guideline.objects.count() == before + 1
+    # One stored anyway (written before the limit, or from a shell) is shown as text, at once.
+    Guideline.objects.create(title="Old", body="[" * 30_000)
+    started = time.perf_counter()
+    page = client.get("/guidelines/").content.decode()
+    assert time.perf_counter() - started < FAST
+    assert "Shown as plain text: it is 30,000 characters long" in page
+
+
+def _every_invisible(text: str) -> str:
+    from labeling.tests.test_math_rendering import INVISIBLE
+
+    return "".join(f"{text}{char}" for char in INVISIBLE) + text
+
+
+def test_invisible_characters_reach_the_workbench_and_inspection_pages_marked(client):
+    from labeling.tests.test_math_rendering import INVISIBLE, mark
+
+    _create_role_users()
+    problem = Problem.objects.create(text=_every_invisible("What is $6 \\times 7$? "), answer="42")
+    steps = [_every_invisible("Six sevens $x$ "), "# Answer\n\n4\u202e2"]
+    Solution.objects.create(
+        problem=problem,
+        steps=steps,
+        answer="4\u202e2",
+        is_correct=True,
+        alternatives={"0": [_every_invisible("An alternative ")]},
+    )
+    annotator = User.objects.get(username="annotator")
+    client.force_login(annotator)
+    pages = {"workbench": client.get("/label/", follow=True).content.decode()}
+    session = LabelingSession.objects.get(labeler__user=annotator)
+    rated = client.post(f"/label/{session.pk}/rate/", {"step_index": 0, "rating": -1})
+    pages["alternatives"] = rated.content.decode()
+    client.force_login(User.objects.get(username="researcher"))
+    pages["inspection"] = client.get(f"/inspect/solutions/{session.solution_id}/").content.decode()
+    for name, page in pages.items():
+        for char in INVISIBLE:
+            assert char not in page, (name, f"U+{ord(char):04X}")
+            assert mark(char) in page, (name, f"U+{ord(char):04X}")
+    assert "An alternative " in pages["alternatives"]
+    assert mark("\u202e") in pages["inspection"].split("Ground-truth answer")[1]
+
+
+def test_an_import_keeps_invisible_characters_and_notes_them(problem, var_dir):
+    admin = client_for("admin")
+    lines = _lines(
+        {"problem": "Is 2\u202e1 equal to 12?", "answer": "no", "unique_id": "u/1"},
+        {"problem": "What is 1\u200b+1?", "answer": "2\u200b", "unique_id": "u/2"},
+        {"problem": "What is 2+2?", "answer": "4", "unique_id": "u/3"},
+    )
+    job = import_jobs.run_import_job(
+        job_id=upload(admin, "up.jsonl", lines, "problems").json()["id"]
+    )
+    assert job.status == "succeeded"
+    assert job.result["control_characters"] == {"U+200B": 2, "U+202E": 1}
+    (note,) = job.result["notes"]
+    assert note.startswith("2 line(s) hold invisible format or control characters")
+    assert "U+200B ×2, U+202E ×1" in note and "(up.jsonl:1, up.jsonl:2)" in note
+    # The text is stored as it came: the page marks it (test above), nothing is lost.
+    assert Problem.objects.get(unique_id="u/1").text == "Is 2\u202e1 equal to 12?"
+
+    solutions = _lines(
+        {"unique_id": "u/3", "steps": ["2+2=4.\u2066", "# Answer\n\n4"]},
+        {"unique_id": "u/3", "steps": ["So 4."], "alternatives": {"0": ["Four\ufeff."]}},
+    )
+    response = upload(admin, "s.jsonl", solutions, "solutions")
+    job = import_jobs.run_import_job(job_id=response.json()["id"])
+    assert job.result["control_characters"] == {"U+2066": 1, "U+FEFF": 1}
+    assert "(s.jsonl:1, s.jsonl:2)" in job.result["notes"][0]
+
+    marked = _prm800k_line(label__steps__0__completions__0__text="Step \u202eone.")
+    response = upload(admin, "p.jsonl", _lines(marked), "prm800k")
+    job = import_jobs.run_import_job(job_id=response.json()["id"])
+    assert job.status == "succeeded", job.error
+    assert job.result["control_characters"]["U+202E"] >= 1
+    assert "p.jsonl:1" in job.result["notes"][0]

@@ -6,13 +6,18 @@ environments without dollars, display math, thousands separators, degrees, inter
 """
 
 import re
+import unicodedata
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.template import Context, Template
 from django.test import RequestFactory
+from django.utils.html import escape
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from labeling import mathtext
 from labeling.mathtext import (
     render_answer,
     render_excerpt,
@@ -195,3 +200,139 @@ def test_the_workbench_draws_real_math_in_problem_steps_and_answer(page, live_se
     assert page.locator(".katex-error").count() == 0
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "workbench-math.png"))
+
+
+# --- invisible characters and the one-pass splitter (issue 27) ------------------------------
+
+# Cf characters that draw a glyph of their own (Unicode's Prepended_Concatenation_Mark).
+VISIBLE_FORMAT = set("\u0600\u0601\u0602\u0603\u0604\u0605\u06dd\u070f\u0890\u0891\u08e2")
+VISIBLE_FORMAT |= {"\U000110bd", "\U000110cd"}
+HANGUL_FILLERS = set("\u115f\u1160\u3164\uffa0")
+
+
+def test_the_marked_characters_are_every_invisible_format_and_control_character():
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    invisible = {
+        c
+        for c in every
+        if unicodedata.category(c) in ("Cf", "Cc", "Zl", "Zp") and c not in "\t\n\r"
+    }
+    expected = (invisible - VISIBLE_FORMAT) | HANGUL_FILLERS
+    # Joined by "x", each stands alone: a carriage return is marked unless a newline follows.
+    marked = set(mathtext.control_characters("x".join(sorted(expected | {"\r"})) + "x"))
+    assert marked == {f"U+{ord(c):04X}" for c in expected | {"\r"}}
+    assert not mathtext.control_characters("a\r\nb\tc\nd" + "".join(VISIBLE_FORMAT))
+
+
+INVISIBLE = {
+    "\u200b": "zero width space",
+    "\u200c": "zero width non-joiner",
+    "\u200d": "zero width joiner",
+    "\u200e": "left-to-right mark",
+    "\u200f": "right-to-left mark",
+    "\u202a": "left-to-right embedding",
+    "\u202b": "right-to-left embedding",
+    "\u202c": "pop directional formatting",
+    "\u202d": "left-to-right override",
+    "\u202e": "right-to-left override",
+    "\u2060": "word joiner",
+    "\u2061": "function application",
+    "\u2062": "invisible times",
+    "\u2063": "invisible separator",
+    "\u2064": "invisible plus",
+    "\u2066": "left-to-right isolate",
+    "\u2067": "right-to-left isolate",
+    "\u2068": "first strong isolate",
+    "\u2069": "pop directional isolate",
+    "\ufeff": "zero width no-break space",
+    "\u061c": "arabic letter mark",
+    "\u180e": "mongolian vowel separator",
+    "\u00ad": "soft hyphen",
+    "\u2028": "line separator",
+    "\u2029": "paragraph separator",
+    "\u3164": "hangul filler",
+    "\U000e0041": "tag latin capital letter a",
+    "\x07": "control character",
+    "\x1b": "control character",
+    "\x7f": "control character",
+    "\x85": "control character",
+}
+
+
+def mark(char: str) -> str:
+    return f'<span class="ctl" title="{INVISIBLE[char]}">⟨U+{ord(char):04X}⟩</span>'
+
+
+# Text in other scripts, as it is written: nothing in it is marked or changed.
+OTHER_SCRIPTS = [
+    "مجموع الزاويتين يساوي $90^\\circ$، إذن الجواب هو ٤٥.",
+    "סכום הזוויות הוא $180^\\circ$, ולכן התשובה היא 45.",
+    "三角形の内角の和は $180^\\circ$ です。答えは四十五。",
+    "所以 $x = 2$，答案是二。한국어: 답은 $2$ 입니다.",
+    "Ελληνικά: η απάντηση είναι $\\pi$. Русский: ответ — $2$.",
+]
+
+
+@pytest.mark.parametrize("char", INVISIBLE, ids=[f"U+{ord(c):04X}" for c in INVISIBLE])
+def test_invisible_characters_are_marked_in_text_math_and_answers(char):
+    step = f"Add{char} 2 and $3{char}$ to get 5.\n\n# Answer\n\n1{char}5"
+    html = render_step(step)
+    assert char not in html
+    assert html.count(mark(char)) == 3, html
+    # Math that hides one is shown as typed, with its mark: KaTeX would draw around it.
+    assert f"$3{mark(char)}$" in html and '<span class="math"' not in html
+    for render in (render_math, render_answer, lambda t: render_excerpt(t, 100)):
+        assert mark(char) in render(f"x{char}y") and char not in render(f"x{char}y")
+    # Guidelines show its code as text (Markdown, TeX and HTML all leave it alone).
+    guideline = render_markdown(f"Rate *this*{char} step; $a{char}$.")
+    assert char not in guideline and guideline.count(f"⟨U+{ord(char):04X}⟩") == 2
+
+
+def test_other_scripts_and_real_math_text_are_left_as_they_are():
+    for text in OTHER_SCRIPTS:
+        html = render_math(text)
+        assert "ctl" not in html and "⟨" not in html
+        assert without_math(html) == escape(re.sub(r"\$[^$]+\$", "", text))
+    assert not any('class="ctl"' in render_step(entry) for entry in corpus())
+    assert 'class="ctl"' not in render_markdown(
+        "\n\n".join(OTHER_SCRIPTS) + "\n\n" + "\n\n".join(corpus()[:40])
+    )
+
+
+# The regular expression the splitter was before it became one pass: what it found is what
+# the splitter must find, on MATH text and on any mix of delimiters.
+REFERENCE_MATH = re.compile(
+    r"\$\$(?P<dd>.+?)\$\$"
+    r"|\\\[(?P<db>.+?)\\\]"
+    r"|\\\((?P<ip>.+?)\\\)"
+    r"|(?<!\\)\$(?P<id>.+?)(?<!\\)\$"
+    rf"|(?P<env>\\begin\{{(?P<name>(?:{mathtext._ENVIRONMENTS})\*?)\}}.*?\\end\{{(?P=name)\}})",
+    re.S,
+)
+
+
+def reference_parts(text: str) -> list[tuple[int, int, str]]:
+    return [
+        (m.start(), m.end(), next(g for g in m.group("dd", "db", "ip", "id", "env") if g))
+        for m in REFERENCE_MATH.finditer(text)
+    ]
+
+
+ATOMS = [
+    "$", "$$", "\\", "\\(", "\\)", "\\[", "\\]", "a", " ", "\n", "{", "}", "\\$", "x",
+    "\\begin{align}", "\\end{align}", "\\begin{align*}", "\\end{align*}", "\\begin{cases}",
+    "\\end{cases}", "\\begin{foo}", "\\end{", "\\begin{", "%", "# Answer", "1,000",
+]  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(ATOMS), max_size=40).map("".join))
+def test_the_one_pass_splitter_finds_what_the_regular_expression_found(text):
+    found = [(start, end, tex) for start, end, _, tex in mathtext._math_matches(text)]
+    assert found == reference_parts(text)
+
+
+def test_the_one_pass_splitter_finds_what_the_regular_expression_found_in_math_text():
+    for entry in corpus():
+        found = [(start, end, tex) for start, end, _, tex in mathtext._math_matches(entry)]
+        assert found == reference_parts(entry), entry

@@ -28,3 +28,5 @@ class ImportCommand(BaseCommand):
                 f"{result.updated} updated, {result.unchanged} unchanged{details}"
             )
         )
+        for note in result.notes:
+            self.stdout.write(self.style.WARNING(f"{file}: {note}"))
