@@ -52,14 +52,24 @@ class LiveGenerationForm(forms.Form):
         required=False,
         help_text="The served model, or a local model's name; empty: the configured generator.",
     )
-    base_url = forms.CharField(
-        required=False, max_length=1024, help_text="For a server, e.g. http://host:8000/v1"
-    )
+    base_url = forms.CharField(required=False, max_length=1024)
     proposals = forms.IntegerField(min_value=1, max_value=8, initial=3, label="Proposals per step")
     temperature = forms.FloatField(min_value=0, max_value=2, initial=0.7)
     top_p = forms.FloatField(min_value=0.01, max_value=1, initial=0.95)
     max_tokens = forms.IntegerField(min_value=1, max_value=32768, initial=160)
     seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=0)
+
+    def __init__(self, *args, **kwargs):
+        from trainer.generators import outbound
+
+        super().__init__(*args, **kwargs)
+        # A live generation lasts for hours of labeling: no key of a researcher's is kept that
+        # long, so a server of their own is one that needs none.
+        listed = ", ".join(outbound.operator_urls()) or "none"
+        self.fields["base_url"].help_text = (
+            f"For a server: one of the operator's ({listed}), or a server of your own at a "
+            "public address that needs no key."
+        )
 
     def clean_problems(self) -> list[int]:
         words = self.cleaned_data["problems"].replace(",", " ").split()
@@ -74,16 +84,14 @@ class LiveGenerationForm(forms.Form):
         if self.errors:
             return data
         try:
-            data["generator"] = (
-                GeneratorSpec.from_dict(
-                    {
-                        "backend": data["backend"] or "openai",
-                        "model": data["model"],
-                        "base_url": data["base_url"],
-                    }
-                )
+            data["generator"] = GeneratorSpec.requested(
+                {
+                    "backend": data["backend"] or "openai",
+                    "model": data["model"],
+                    "base_url": data["base_url"],
+                }
                 if data["model"]
-                else GeneratorSpec.from_settings()
+                else None
             )
             data["settings"] = SamplingSettings.from_dict(
                 {k: data[k] for k in ("temperature", "top_p", "max_tokens", "seed")}

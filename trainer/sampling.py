@@ -197,7 +197,9 @@ def request_sampling_run(
         who = user.username if user else "a command"
         _log_to_run(run.pk, f"Queued by {who}: {len(ids)} items, {samples} samples each.")
         if enqueue:
-            transaction.on_commit(partial(_queue, run_id=run.pk))
+            # A key the researcher gave for their own server travels in the task's message
+            # only: never in the run's row, never in a log.
+            transaction.on_commit(partial(_queue, run_id=run.pk, api_key=generator.api_key))
     return _queued_or_raise(run.pk)
 
 
@@ -208,10 +210,11 @@ def _queued_or_raise(run_id: int) -> SamplingRun:
     return run
 
 
-def _queue(*, run_id: int) -> None:
+def _queue(*, run_id: int, api_key: str = "") -> None:
     run = SamplingRun.objects.get(pk=run_id)
+    secret = {"secret_kwargs": {"api_key": api_key}} if api_key else {}
     try:
-        queue_task(SAMPLING_TASK, (run.pk,), task_id=run.celery_task_id)
+        queue_task(SAMPLING_TASK, (run.pk,), task_id=run.celery_task_id, **secret)
     except (BrokerError, OSError) as exc:
         logger.warning("Could not queue %s: %s", run, exc)
         message = f"Could not queue the sampling run: the task broker is unreachable ({exc})."
@@ -241,8 +244,9 @@ def cancel_sampling_run(*, run_id: int) -> SamplingRun:
     return SamplingRun.objects.get(pk=run_id)
 
 
-def resume_sampling_run(*, run_id: int, enqueue: bool = True) -> SamplingRun:
-    """Queue a failed or cancelled run again; it does only the items not done yet.
+def resume_sampling_run(*, run_id: int, enqueue: bool = True, api_key: str = "") -> SamplingRun:
+    """Queue a failed or cancelled run again; it does only the items not done yet. A run
+    whose server takes the researcher's own key needs `api_key` again (it was never stored).
 
     Raises SamplingRefused for a run that is live or succeeded, BrokerUnavailable when the
     task cannot be queued (the run is failed again, still resumable).
@@ -270,7 +274,7 @@ def resume_sampling_run(*, run_id: int, enqueue: bool = True) -> SamplingRun:
         left = SamplingRunItem.objects.filter(run_id=run_id, done_at__isnull=True).count()
         _log_to_run(run_id, f"Resumed: {left} items left.")
         if enqueue:
-            transaction.on_commit(partial(_queue, run_id=run_id))
+            transaction.on_commit(partial(_queue, run_id=run_id, api_key=api_key))
     return _queued_or_raise(run_id)
 
 
@@ -340,7 +344,9 @@ class _Heartbeat:
             connection.close()
 
 
-def execute_sampling_run(*, run_id: int, worker_hostname: str = "") -> SamplingRun:
+def execute_sampling_run(
+    *, run_id: int, worker_hostname: str = "", api_key: str = ""
+) -> SamplingRun:
     """Work through the items of a queued run not done yet; never raises for the run.
 
     Only a queued run starts: a redelivered message finds it running or finished and does
@@ -362,7 +368,7 @@ def execute_sampling_run(*, run_id: int, worker_hostname: str = "") -> SamplingR
     _log_to_run(run_id, f"Started on {worker_hostname or 'this process'} (pid {os.getpid()}).")
     try:
         with _Heartbeat(run_id):
-            finished = _work(run)
+            finished = _work(run, api_key=api_key)
     except KeyboardInterrupt:
         _finish(run_id, status=Status.CANCELLED, error="Interrupted from the keyboard.")
         raise
@@ -378,17 +384,30 @@ def execute_sampling_run(*, run_id: int, worker_hostname: str = "") -> SamplingR
     if not finished:
         _log_to_run(run_id, "Stopped: cancelled.")
         _finish(run_id, status=Status.CANCELLED)
-    elif _finish(run_id, status=Status.SUCCEEDED):
+    elif _succeed(run_id):
         run = SamplingRun.objects.get(pk=run_id)
         _log_to_run(run_id, f"Done: {run.stored} stored, skipped {run.skipped or 'none'}.")
         if run.then_select is not None:
             transaction.on_commit(partial(_select_next_generation, run_id=run_id))
+    elif _finish(run_id, status=Status.CANCELLED):
+        _log_to_run(run_id, "Stopped: cancelled during its last item, which is kept.")
     return SamplingRun.objects.get(pk=run_id)
 
 
-def _work(run: SamplingRun) -> bool:
+def _succeed(run_id: int) -> bool:
+    """Running -> succeeded, unless a cancel was accepted meanwhile (during the last item):
+    a cancel answered "stopping" is honoured, and the selection it would chain is not queued.
+    A cancel after this update is refused: the run has already succeeded."""
+    return bool(
+        SamplingRun.objects.filter(pk=run_id, status=Status.RUNNING, cancel_requested=False).update(
+            status=Status.SUCCEEDED, error="", finished_at=timezone.now()
+        )
+    )
+
+
+def _work(run: SamplingRun, *, api_key: str = "") -> bool:
     """Do the items left; False when cancelled before the last."""
-    spec = GeneratorSpec.from_dict(run.generator)
+    spec = GeneratorSpec.from_dict(run.generator).with_api_key(api_key)
     sampling = SamplingSettings.from_dict(run.sampling)
     todo = list(
         SamplingRunItem.objects.filter(run=run, done_at__isnull=True)

@@ -44,8 +44,11 @@ class SamplingRunViewSet(ReadOnlyModelViewSet):
         run = sampling.cancel_sampling_run(run_id=self.get_object().pk)
         return Response(s.SamplingRunSerializer(run).data)
 
-    @extend_schema(request=None, responses=s.SamplingRunSerializer)
+    @extend_schema(request=s.SamplingResumeSerializer, responses=s.SamplingRunSerializer)
     @action(detail=True, methods=["post"])
     def resume(self, request: Request, pk: str) -> Response:
-        run = sampling.resume_sampling_run(run_id=self.get_object().pk)
+        run = self.get_object()
+        body = s.SamplingResumeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run = sampling.resume_sampling_run(run_id=run.pk, api_key=body.validated_data["api_key"])
         return Response(s.SamplingRunSerializer(run).data)

@@ -4,10 +4,23 @@ from django import forms
 
 from annotate.errors import DomainError
 from trainer import sampling
-from trainer.generators import GeneratorSpec, SamplingSettings
+from trainer.generators import GeneratorSpec, SamplingSettings, outbound
 from trainer.models import LocalModel, SamplingRun
 
 DEFAULTS = SamplingSettings()
+API_KEY_HELP = (
+    "For your own server only: sent with this run's requests, never stored. The operator's "
+    "URLs are sent the operator's key."
+)
+
+
+def base_url_help() -> str:
+    """Which URLs a run may name, as the form says it: the operator's, or a public server."""
+    listed = ", ".join(outbound.operator_urls()) or "none"
+    return (
+        f"The operator's servers: {listed}. Or your own server (e.g. https://host/v1) at a "
+        "public address, with your own API key."
+    )
 
 
 def _ids(text: str, *, what: str) -> list[int]:
@@ -59,8 +72,14 @@ class SamplingRunForm(forms.Form):
     model = forms.CharField(
         required=False, max_length=255, help_text="The served model, or a local model's name."
     )
-    base_url = forms.CharField(
-        required=False, max_length=1024, label="Base URL", help_text="e.g. http://host:8000/v1"
+    base_url = forms.CharField(required=False, max_length=1024, label="Base URL")
+    api_key = forms.CharField(
+        required=False,
+        max_length=outbound.MAX_KEY_CHARS,
+        label="API key",
+        strip=True,
+        widget=forms.PasswordInput(render_value=False),
+        help_text=API_KEY_HELP,
     )
     temperature = forms.FloatField(initial=DEFAULTS.temperature, min_value=0, max_value=2)
     top_p = forms.FloatField(initial=DEFAULTS.top_p, min_value=0.01, max_value=1, label="top_p")
@@ -81,22 +100,23 @@ class SamplingRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.local_models = list(LocalModel.objects.values_list("name", flat=True))
         self.fields["model"].widget.attrs["list"] = "local-models"
+        self.fields["base_url"].help_text = base_url_help()
 
     def clean(self) -> dict:
         data = super().clean()
         if self.errors:
             return data
         try:
-            if data.get("backend"):
-                self.generator = GeneratorSpec.from_dict(
-                    {
-                        "backend": data["backend"],
-                        "model": data.get("model", ""),
-                        "base_url": data.get("base_url", ""),
-                    }
-                )
-            else:
-                self.generator = GeneratorSpec.from_settings()
+            self.generator = GeneratorSpec.requested(
+                {
+                    "backend": data["backend"],
+                    "model": data.get("model", ""),
+                    "base_url": data.get("base_url", ""),
+                }
+                if data.get("backend")
+                else None,
+                api_key=data.get("api_key", ""),
+            )
             self.settings = SamplingSettings.from_dict(
                 {k: data[k] for k in ("temperature", "top_p", "max_tokens", "seed")}
             )

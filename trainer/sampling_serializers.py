@@ -3,10 +3,21 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from trainer.generators import GeneratorSpec, SamplingSettings
+from trainer.generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
 from trainer.models import SamplingRun
 from trainer.sampling import MAX_ID, MAX_ITEMS, problem_ids_matching, progress
 from trainer.serializers import GenerationRequestSerializer
+
+
+def _api_key_field(help_text: str) -> serializers.CharField:
+    return serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        write_only=True,
+        max_length=outbound.MAX_KEY_CHARS,
+        help_text=help_text,
+    )
 
 
 class ProgressSerializer(serializers.Serializer):
@@ -78,7 +89,13 @@ class SamplingRunRequestSerializer(serializers.Serializer):
     )
     generator = serializers.DictField(
         required=False,
-        help_text="backend (openai|local), model, base_url; left out: GENERATOR_MODEL.",
+        help_text="backend (openai|local), model, base_url; left out: GENERATOR_MODEL. "
+        "base_url is one of the operator's (GENERATOR_BASE_URL, GENERATOR_ALLOWED_BASE_URLS) "
+        "or a server of your own at a public address.",
+    )
+    api_key = _api_key_field(
+        "Your own server's key: sent with this run's requests, never stored. The "
+        "operator's URLs are sent the operator's key."
     )
     sampling = serializers.DictField(
         required=False, default=dict, help_text="temperature, top_p, max_tokens, seed."
@@ -94,8 +111,8 @@ class SamplingRunRequestSerializer(serializers.Serializer):
     def validate(self, data: dict) -> dict:
         # InvalidGenerator is a domain error: the API's exception handler answers 400 with it.
         generator = data.get("generator")
-        data["generator"] = (
-            GeneratorSpec.from_dict(generator) if generator else GeneratorSpec.from_settings()
+        data["generator"] = GeneratorSpec.requested(
+            generator or None, api_key=data.pop("api_key", "")
         )
         data["settings"] = SamplingSettings.from_dict(data.pop("sampling", None))
         if data["purpose"] == "solutions" and not data.get("problem_ids"):
@@ -104,3 +121,16 @@ class SamplingRunRequestSerializer(serializers.Serializer):
                 raise serializers.ValidationError({"problems": "No problem matches the filter."})
         data.pop("problems", None)
         return data
+
+
+class SamplingResumeSerializer(serializers.Serializer):
+    """A resumed run at a researcher's own server needs its key again: it was never stored."""
+
+    api_key = _api_key_field("Your own server's key, as when the run was started; never stored.")
+
+    def validate_api_key(self, value: str) -> str:
+        try:
+            outbound.check_api_key(value)
+        except InvalidGenerator as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from annotate.errors import DomainError, http_status
 from labeling.permissions import ADMIN, RESEARCHER, has_role
 from trainer import sampling
+from trainer.generators import outbound
 from trainer.models import SamplingRun
 from trainer.sampling_forms import SamplingRunForm
 
@@ -91,6 +92,9 @@ def _context(run: SamplingRun) -> dict:
         "solutions": solutions[:SOLUTIONS_SHOWN],
         "solution_count": solutions.count(),
         "rollout_label_count": run.rollout_labels.count(),
+        # A run at a researcher's own server resumes with their key again, never stored.
+        "own_server": run.generator.get("backend") == "openai"
+        and not outbound.is_operator_url(run.generator.get("base_url") or ""),
     }
 
 
@@ -130,7 +134,9 @@ def sampling_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     _require_researcher(request)
     _run_or_404(run_id)
     try:
-        sampling.resume_sampling_run(run_id=run_id)
+        api_key = request.POST.get("api_key", "")
+        outbound.check_api_key(api_key)
+        sampling.resume_sampling_run(run_id=run_id, api_key=api_key)
     except DomainError as exc:
         messages.error(request, str(exc))
     else:

@@ -123,10 +123,13 @@ def finish_interrupted_scoring(sender=None, **kwargs) -> None:
     soft_time_limit=settings.PRM_TRAIN_SOFT_TIME_LIMIT,
     time_limit=settings.PRM_TRAIN_TIME_LIMIT,
 )
-def sampling_task(self, run_id: int) -> str:
+def sampling_task(self, run_id: int, api_key: str = "") -> str:
     # Delivered like training (acks_late, never re-queued when its worker dies): a resumed
-    # run, not a redelivery, is what continues a run whose worker was killed.
-    run = sampling.execute_sampling_run(run_id=run_id, worker_hostname=self.request.hostname or "")
+    # run, not a redelivery, is what continues a run whose worker was killed. `api_key` is a
+    # researcher's key for their own server, which only the message carries.
+    run = sampling.execute_sampling_run(
+        run_id=run_id, worker_hostname=self.request.hostname or "", api_key=api_key
+    )
     return run.status
 
 

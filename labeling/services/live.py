@@ -20,6 +20,7 @@ paths per problem). Every write here is idempotent: a repeated rating, choice or
 stores nothing twice.
 """
 
+import logging
 import uuid
 from datetime import datetime
 from functools import partial
@@ -60,6 +61,8 @@ from trainer.generators import (
     propose_next_steps,
     step_answer,
 )
+
+logger = logging.getLogger(__name__)
 
 MAX_PROPOSALS = 8
 MAX_PROBLEMS = 10_000
@@ -235,10 +238,12 @@ def _queue_proposals(*, session_id: int, step_index: int) -> None:
     try:
         queue_task(PROPOSE_STEPS_TASK, (session_id, step_index))
     except (BrokerError, OSError) as exc:
+        # The broker's address (and its password, in a URL) is for the log, not the labeler.
+        logger.warning("live step %s/%s: broker unreachable: %s", session_id, step_index, exc)
         _fail_step(
             session_id=session_id,
             step_index=step_index,
-            error=f"Could not ask the generator: the task broker is unreachable ({exc}).",
+            error="Could not ask the generator: the task broker is unreachable.",
         )
 
 
@@ -280,10 +285,14 @@ def propose_steps(*, session_id: int, step_index: int) -> str:
             )
         finally:
             generator.close()
+    # The labeler reads a plain sentence; the generator's address and whatever its backend
+    # said (an internal URL, a reply body) go to the worker's log for the operator.
     except GeneratorUnavailable as exc:
-        error = f"The generator did not answer: {exc}"
-    except Exception as exc:  # noqa: BLE001 - any backend failure is shown, never a 500
-        error = f"The generator failed: {type(exc).__name__}: {exc}"[:500]
+        logger.warning("live step %s/%s: %s", session_id, step_index, exc)
+        error = "The generator did not answer. Try again, or tell a researcher if it persists."
+    except Exception:  # noqa: BLE001 - any backend failure is shown, never a 500
+        logger.exception("live step %s/%s: the generator failed", session_id, step_index)
+        error = "The generator failed. Try again, or tell a researcher if it persists."
     if not error and not proposals:
         error = (
             f"The generator proposed no new step in {PROPOSAL_ROUNDS} rounds of samples: "

@@ -28,6 +28,8 @@ class FakeGenerator:
     script: list[list[str]] = []
     seeds: list[list[int]] = []
     fail = False
+    # What a failing call raises; its text names internal places a labeler must not see.
+    failure: Exception | None = None
     calls = 0
 
     def __init__(self, spec):
@@ -39,7 +41,7 @@ class FakeGenerator:
         if FakeGenerator.fail:
             from trainer.generators import GeneratorUnavailable
 
-            raise GeneratorUnavailable("connection refused")
+            raise FakeGenerator.failure or GeneratorUnavailable("connection refused")
         replies = FakeGenerator.script.pop(0) if FakeGenerator.script else FakeGenerator.replies
         return [replies[i % len(replies)] for i in range(len(requests))]
 
@@ -52,6 +54,7 @@ def fake(monkeypatch, eager_tasks):
     monkeypatch.setattr(live, "open_generator", FakeGenerator)
     FakeGenerator.replies = ["Add the numbers: $2 + 2 = 4$.", "It is $5$.", "Guess $3$."]
     FakeGenerator.fail = False
+    FakeGenerator.failure = None
     FakeGenerator.calls = 0
     FakeGenerator.script = []
     FakeGenerator.seeds = []
@@ -206,6 +209,36 @@ def test_found_error_only_when_every_proposal_is_minus_one(
     assert line["label"]["steps"][0]["human_completion"] is None
 
 
+@pytest.mark.parametrize(
+    "failure",
+    [
+        "unavailable",
+        "backend",
+    ],
+)
+def test_a_generator_failure_shows_the_labeler_no_address_or_backend_text(
+    failure, fake, make_labeler, client, django_capture_on_commit_callbacks, caplog
+):
+    from trainer.generators import GeneratorUnavailable
+
+    secret = "http://10.1.2.3:8000/v1 said: token sk-operator-123"
+    fake.fail = True
+    fake.failure = (
+        GeneratorUnavailable(f"The generator at {secret} did not answer.")
+        if failure == "unavailable"
+        else RuntimeError(secret)
+    )
+    make_generation()
+    labeler = make_labeler("ann")
+    session = serve(labeler, django_capture_on_commit_callbacks)
+    client.force_login(labeler.user)
+    page = client.get(reverse("label-session", args=[session.pk])).content.decode()
+    assert "Try again" in page
+    assert "10.1.2.3" not in page and "sk-operator" not in page and "RuntimeError" not in page
+    # The operator still finds what happened in the worker's log.
+    assert "10.1.2.3" in caplog.text
+
+
 def test_a_generator_failure_is_shown_with_try_again(
     fake, make_labeler, client, django_capture_on_commit_callbacks
 ):
@@ -225,7 +258,7 @@ def test_a_generator_failure_is_shown_with_try_again(
 
 
 def test_another_labelers_session_is_404_and_bad_input_400(
-    fake, make_labeler, make_user, django_capture_on_commit_callbacks
+    fake, make_labeler, make_user, django_capture_on_commit_callbacks, settings
 ):
     make_generation()
     owner = make_labeler("owner")
@@ -249,6 +282,8 @@ def test_another_labelers_session_is_404_and_bad_input_400(
         "proposals": 3,
     }
     assert api.post(create, body, format="json").status_code == 400
+    # A URL on the operator's allow-list (it resolves nowhere: the scripted generator answers).
+    settings.GENERATOR_ALLOWED_BASE_URLS = ["http://x/v1"]
     body["generator"] = {"backend": "openai", "model": "m", "base_url": "http://x/v1"}
     body["proposals"] = 99
     assert api.post(create, body, format="json").status_code == 400

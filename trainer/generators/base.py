@@ -10,7 +10,7 @@ This module imports no torch: the web process reads it to check a form.
 """
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from django.conf import settings
@@ -78,19 +78,32 @@ class SamplingSettings:
 @dataclass(frozen=True)
 class GeneratorSpec:
     """Which generator: `openai` (a server at `base_url` serving `model`) or `local` (the
-    LocalModel named `model`, loaded on the worker)."""
+    LocalModel named `model`, loaded on the worker).
+
+    `api_key` is the key a researcher gave for this request, for their own server: held in
+    memory for the request only, never in `to_dict` (what is stored) nor in the repr (what a
+    log or a traceback prints). Which key a request carries is `outbound.key_for`'s rule."""
 
     backend: str
     model: str
     base_url: str = ""
+    api_key: str = field(default="", repr=False, compare=False)
 
     def to_dict(self) -> dict[str, str]:
-        return asdict(self)
+        return {"backend": self.backend, "model": self.model, "base_url": self.base_url}
+
+    def with_api_key(self, api_key: str) -> "GeneratorSpec":
+        return replace(self, api_key=api_key)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> "GeneratorSpec":
         if not isinstance(data, dict):
             raise InvalidGenerator("A generator is an object with backend and model.")
+        if "api_key" in data:
+            raise InvalidGenerator(
+                "The API key is not part of the generator: give it as api_key beside it "
+                "(it is used for this request and never stored)."
+            )
         unknown = sorted(set(data) - {"backend", "model", "base_url"})
         if unknown:
             raise InvalidGenerator(f"Unknown generator key: {', '.join(unknown)}.")
@@ -102,11 +115,33 @@ class GeneratorSpec:
             raise InvalidGenerator("model must name the served model or a local model.")
         if not isinstance(base_url, str) or len(base_url) > 1024:
             raise InvalidGenerator("base_url must be a URL of at most 1024 characters.")
-        if backend == "openai" and not base_url.startswith(("http://", "https://")):
-            raise InvalidGenerator("An openai generator needs base_url, e.g. http://host:8000/v1.")
+        if backend == "openai":
+            if not base_url:
+                raise InvalidGenerator(
+                    "An openai generator needs base_url, e.g. http://host:8000/v1."
+                )
+            from trainer.generators import outbound
+
+            outbound.check_syntax(base_url)
         if backend == "local" and base_url:
             raise InvalidGenerator("A local generator takes no base_url.")
         return cls(backend=backend, model=model.strip(), base_url=base_url.rstrip("/"))
+
+    @classmethod
+    def requested(cls, data: dict[str, Any] | None, *, api_key: str = "") -> "GeneratorSpec":
+        """The generator a person asks for (None: the configured one) with the key they gave
+        for it: what the forms, the API and `manage.py sample` build. A URL that is not the
+        operator's is checked in full here (trainer.generators.outbound: its host resolved,
+        every address checked). Raises InvalidGenerator naming what is wrong."""
+        from trainer.generators import outbound
+
+        spec = cls.from_settings() if data is None else cls.from_dict(data)
+        outbound.check_api_key(api_key)
+        if spec.backend == "local" and api_key:
+            raise InvalidGenerator("A local generator takes no api_key.")
+        if spec.backend == "openai":
+            outbound.check_base_url(spec.base_url)
+        return spec.with_api_key(api_key)
 
     @classmethod
     def from_settings(cls) -> "GeneratorSpec":

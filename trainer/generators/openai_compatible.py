@@ -3,14 +3,21 @@
 One chat completion per request, never `n` samples in one: `transformers serve` refuses `n`,
 and a per-request seed is what makes sample i reproducible on servers that honour seeds.
 Requests go out together, GENERATOR_CONCURRENCY at a time, so a batching server (vLLM)
-batches them. Every failure is a GeneratorUnavailable that names the server and the model;
-the API key is never in a message.
+batches them. Every failure is a GeneratorUnavailable that names the server and the model
+and says what went wrong in words of its own: a status code and its meaning, never the text a
+server replied (a researcher's URL could point at a service whose reply is a secret). The API
+key is never in a message. Where requests may go and with which key: `outbound`.
 """
 
+import errno
+import logging
+import os
+import ssl
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings as django_settings
 
+from trainer.generators import outbound
 from trainer.generators.base import (
     GenerationRequest,
     GeneratorSpec,
@@ -19,9 +26,22 @@ from trainer.generators.base import (
     SamplingSettings,
 )
 
+logger = logging.getLogger(__name__)
+
 # The client retries refused connections, timeouts, 429 and 5xx with a short backoff.
 MAX_RETRIES = 2
 DETAIL_CHARS = 300
+# What a status says, in our words: the reply's own text is never shown.
+STATUS_REASONS = {
+    400: "the request was refused",
+    401: "the key was refused or is missing",
+    403: "the key was refused or is missing",
+    404: "no such endpoint or model",
+    408: "the request took too long",
+    413: "the request was too large",
+    422: "the request was refused",
+    429: "too many requests",
+}
 # vLLM's convention for a server that checks no key; the client refuses an empty one.
 NO_KEY = "EMPTY"
 
@@ -39,13 +59,21 @@ class OpenAICompatibleGenerator:
             raise InvalidGenerator("An openai generator needs base_url, e.g. http://host:8000/v1.")
         from openai import OpenAI
 
+        from trainer.generators.transport import http_client
+
         self.spec = spec
-        self._key = django_settings.GENERATOR_API_KEY or NO_KEY
+        # Checked again here, on the worker: a spec can come from anywhere (a stored run, a
+        # service called directly), not only through a form.
+        self._operator = outbound.is_operator_url(spec.base_url)
+        outbound.check_base_url(spec.base_url)
+        self._key = outbound.key_for(base_url=spec.base_url, api_key=spec.api_key) or NO_KEY
+        timeout = django_settings.GENERATOR_TIMEOUT_SECONDS
         self._client = OpenAI(
             base_url=spec.base_url,
             api_key=self._key,
-            timeout=django_settings.GENERATOR_TIMEOUT_SECONDS,
+            timeout=timeout,
             max_retries=MAX_RETRIES,
+            http_client=http_client(guarded=not self._operator, timeout=timeout),
         )
 
     def generate(
@@ -80,20 +108,26 @@ class OpenAICompatibleGenerator:
             options["stop"] = list(request.stop)
         try:
             completion = self._client.chat.completions.create(**options)
+        except outbound.OutboundRefused as exc:
+            # The transport's check at connection time (the name now resolves elsewhere).
+            raise outbound.OutboundRefused(
+                f"The generator server at {self.spec.base_url} was not contacted: {exc}"
+            ) from None
         except openai.APITimeoutError:
             raise self._unavailable(
                 f"did not answer within {django_settings.GENERATOR_TIMEOUT_SECONDS:g} s"
             ) from None
         except openai.APIConnectionError as exc:
-            raise self._unavailable(f"cannot be reached ({self._detail(exc)})") from None
+            self._log_detail("could not be reached", exc)
+            raise self._unavailable(f"cannot be reached ({_connection_reason(exc)})") from None
         except openai.APIStatusError as exc:
+            self._log_detail(f"answered HTTP {exc.status_code}", exc)
             raise self._unavailable(
-                f"answered HTTP {exc.status_code}: {self._detail(exc)}"
+                f"answered HTTP {exc.status_code} ({_status_reason(exc.status_code)})"
             ) from None
         except openai.OpenAIError as exc:
-            raise self._unavailable(
-                f"gave a reply that is not a chat completion ({exc!r})"
-            ) from None
+            self._log_detail("gave no chat completion", exc)
+            raise self._unavailable("gave a reply that is not a chat completion") from None
         try:
             content = completion.choices[0].message.content
         except (AttributeError, IndexError, TypeError):
@@ -108,6 +142,16 @@ class OpenAICompatibleGenerator:
             message = message.replace(self._key, "***")
         return GeneratorUnavailable(message)
 
+    def _log_detail(self, what: str, exc: Exception) -> None:
+        """The reply's text, for the operator's own servers only and only in the worker's
+        log: a researcher's URL may point at a service whose reply must not travel."""
+        if not self._operator:
+            return
+        detail = self._detail(exc)
+        if self._key != NO_KEY:
+            detail = detail.replace(self._key, "***")
+        logger.warning("The generator server at %s %s: %s", self.spec.base_url, what, detail)
+
     @staticmethod
     def _detail(exc: Exception) -> str:
         body = getattr(exc, "body", None)
@@ -119,3 +163,37 @@ class OpenAICompatibleGenerator:
             detail = f"{detail}: {cause}"
         detail = " ".join(detail.split())
         return detail if len(detail) <= DETAIL_CHARS else detail[: DETAIL_CHARS - 1] + "…"
+
+
+def _status_reason(status: int) -> str:
+    if 300 <= status < 400:
+        return "a redirect, which is not followed"
+    if status >= 500:
+        return "a server error"
+    return STATUS_REASONS.get(status, "an error")
+
+
+def _connection_reason(exc: BaseException) -> str:
+    """Why a connection failed, in words of ours: the exception's own text may quote what
+    the other end sent (a protocol error shows the bytes of an SSH or Redis banner)."""
+    import httpx2
+
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    for cause in seen:
+        if isinstance(cause, ssl.SSLError):
+            return "the TLS handshake failed"
+    for cause in seen:
+        if isinstance(cause, OSError) and cause.errno in errno.errorcode:
+            return os.strerror(cause.errno)
+    for cause in seen:
+        if isinstance(cause, httpx2.RemoteProtocolError):
+            return "it did not answer in HTTP"
+        if isinstance(cause, httpx2.ConnectError):
+            return "the connection failed"
+        if isinstance(cause, httpx2.ReadError | httpx2.WriteError):
+            return "the connection broke"
+    return "the connection failed"

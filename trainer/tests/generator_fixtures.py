@@ -7,6 +7,9 @@
   "smollm2-135m-instruct" recorded in the test's database; returns that LocalModel;
 - `openai_server` (session): a real `transformers serve` process serving the checkpoint;
   returns an `OpenAIServer` (base_url ending in /v1, model: the name requests send);
+- `allowed_openai_server` (test): that server, its URL on the operator's allow-list
+  (GENERATOR_ALLOWED_BASE_URLS) for the test: it listens on 127.0.0.1, which a URL nobody
+  allowed may not reach;
 - `generator_spec` (test, "openai" / "local"): a GeneratorSpec of SmolLM2 through that backend.
 """
 
@@ -165,13 +168,23 @@ def openai_server(smollm2_checkpoint, tmp_path_factory):
         log.close()
 
 
+@pytest.fixture
+def allowed_openai_server(openai_server, settings) -> OpenAIServer:
+    """The `transformers serve` process, allow-listed as the operator would list it."""
+    settings.GENERATOR_ALLOWED_BASE_URLS = [
+        *settings.GENERATOR_ALLOWED_BASE_URLS,
+        openai_server.base_url,
+    ]
+    return openai_server
+
+
 @pytest.fixture(params=["openai", "local"], ids=["openai", "local"])
 def generator_spec(request):
     """A GeneratorSpec of the real SmolLM2 through the `openai` or the `local` backend."""
     from trainer.generators import GeneratorSpec
 
     if request.param == "openai":
-        server = request.getfixturevalue("openai_server")
+        server = request.getfixturevalue("allowed_openai_server")
         return GeneratorSpec(backend="openai", model=server.model, base_url=server.base_url)
     model = request.getfixturevalue("smollm2_model_dir")
     return GeneratorSpec(backend="local", model=model.name)

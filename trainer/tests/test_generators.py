@@ -144,6 +144,7 @@ def test_a_server_that_is_down_is_unavailable_and_named(settings):
     settings.GENERATOR_API_KEY = "sk-secret-key-1234"
     settings.GENERATOR_TIMEOUT_SECONDS = 5
     url = f"http://127.0.0.1:{port}/v1"
+    settings.GENERATOR_ALLOWED_BASE_URLS = [url]
     generator = open_generator(GeneratorSpec(backend="openai", model="m-1", base_url=url))
     request = GenerationRequest(messages=solution_messages(problem=PROBLEM), seed=0)
 
@@ -199,6 +200,7 @@ def odd_server():
 def test_a_reply_that_is_not_a_completion_is_unavailable(odd_server, settings, path, what):
     settings.GENERATOR_TIMEOUT_SECONDS = 1
     url = odd_server + path
+    settings.GENERATOR_ALLOWED_BASE_URLS = [url]
     generator = open_generator(GeneratorSpec(backend="openai", model="m-1", base_url=url))
     request = GenerationRequest(messages=solution_messages(problem=PROBLEM), seed=0)
 
@@ -208,8 +210,9 @@ def test_a_reply_that_is_not_a_completion_is_unavailable(odd_server, settings, p
     assert url in str(refused.value) and "m-1" in str(refused.value)
 
 
-def test_a_server_refusal_is_unavailable_with_its_status(openai_server):
+def test_a_server_refusal_is_unavailable_with_its_status(allowed_openai_server):
     # The server serves one model: another name is refused with HTTP 400.
+    openai_server = allowed_openai_server
     spec = GeneratorSpec(backend="openai", model="not-served", base_url=openai_server.base_url)
     generator = open_generator(spec)
     request = GenerationRequest(messages=solution_messages(problem=PROBLEM), seed=0)

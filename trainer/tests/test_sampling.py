@@ -22,6 +22,13 @@ REAL_SETTINGS = SamplingSettings(temperature=0.7, top_p=0.95, max_tokens=96, see
 FAKE = GeneratorSpec(backend="openai", model="scripted", base_url="http://scripted.invalid/v1")
 
 
+@pytest.fixture(autouse=True)
+def scripted_url_allowed(settings):
+    """FAKE's URL resolves nowhere: the scripted generator stands in for it. The operator's
+    allow-list names it, as a URL a researcher may pick."""
+    settings.GENERATOR_ALLOWED_BASE_URLS = [FAKE.base_url]
+
+
 def make_problems(n: int = 2) -> list[Problem]:
     texts = ["What is $2 + 3$?", "What is $4 \\cdot 5$?", "What is $9 - 6$?", "What is $8 / 2$?"]
     answers = ["5", "20", "3", "4"]
@@ -313,7 +320,7 @@ def test_the_page_refuses_bad_settings_with_400(client, make_user):
         "samples": 2,
         "backend": "openai",
         "model": "m",
-        "base_url": "http://h/v1",
+        "base_url": FAKE.base_url,
         "temperature": 0.7,
         "top_p": 0.9,
         "max_tokens": 64,

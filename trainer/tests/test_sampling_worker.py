@@ -52,7 +52,9 @@ def test_a_worker_killed_mid_run_leaves_whole_items_and_the_resumed_run_finishes
         for n in range(ITEMS)
     ]
     name = f"sampling-kill-{os.getpid()}@%h"
-    first = start_worker(name)
+    # The server listens on 127.0.0.1: the operator's allow-list names it (for the worker).
+    allowed = {"GENERATOR_ALLOWED_BASE_URLS": openai_server.base_url}
+    first = start_worker(name, **allowed)
     wait_for(lambda: " ready." in first.log_path.read_text(), timeout=120, what="the worker")
 
     run = sampling.request_sampling_run(
@@ -78,7 +80,7 @@ def test_a_worker_killed_mid_run_leaves_whole_items_and_the_resumed_run_finishes
     assert_whole_items(run)
 
     # The replacement worker of the same name sees at start-up that the run's worker is gone.
-    second = start_worker(name)
+    second = start_worker(name, **allowed)
 
     def failed() -> bool:
         run.refresh_from_db()

@@ -1,3 +1,4 @@
+import os
 import socket
 
 from django.core.management.base import BaseCommand, CommandError
@@ -35,6 +36,13 @@ class Command(BaseCommand):
         parser.add_argument("--backend", choices=["openai", "local"])
         parser.add_argument("--model", help="served model, or a local model's name")
         parser.add_argument("--base-url", default="", help="OpenAI-compatible server, .../v1")
+        parser.add_argument(
+            "--api-key-env",
+            metavar="VARIABLE",
+            help="the environment variable holding the --base-url server's own key (a key "
+            "on the command line would show in ps and the shell's history); the operator's "
+            "URLs are sent GENERATOR_API_KEY",
+        )
         parser.add_argument("--temperature", type=float)
         parser.add_argument("--top-p", type=float)
         parser.add_argument("--max-tokens", type=int)
@@ -42,13 +50,16 @@ class Command(BaseCommand):
         parser.add_argument("--resume", type=int, metavar="RUN_ID")
 
     def handle(self, *args, **options):
+        api_key = self._api_key(options)
         try:
             if options["resume"]:
                 run = sampling.resume_sampling_run(run_id=options["resume"], enqueue=False)
             else:
-                run = self._request(options)
+                run = self._request(options, api_key=api_key)
             self.stdout.write(f"Sampling run {run.pk}: {run.items.count()} items.")
-            run = sampling.execute_sampling_run(run_id=run.pk, worker_hostname=socket.gethostname())
+            run = sampling.execute_sampling_run(
+                run_id=run.pk, worker_hostname=socket.gethostname(), api_key=api_key
+            )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
         done = sampling.progress(run)
@@ -59,14 +70,23 @@ class Command(BaseCommand):
         if run.error:
             raise CommandError(run.error)
 
-    def _request(self, options) -> SamplingRun:
-        if options["model"]:
-            backend = options["backend"] or ("openai" if options["base_url"] else "local")
-            spec = GeneratorSpec.from_dict(
-                {"backend": backend, "model": options["model"], "base_url": options["base_url"]}
-            )
-        else:
-            spec = GeneratorSpec.from_settings()
+    @staticmethod
+    def _api_key(options) -> str:
+        name = options["api_key_env"]
+        if not name:
+            return ""
+        if not os.environ.get(name):
+            raise CommandError(f"--api-key-env {name}: that environment variable is not set.")
+        return os.environ[name]
+
+    def _request(self, options, *, api_key: str) -> SamplingRun:
+        backend = options["backend"] or ("openai" if options["base_url"] else "local")
+        spec = GeneratorSpec.requested(
+            {"backend": backend, "model": options["model"], "base_url": options["base_url"]}
+            if options["model"]
+            else None,
+            api_key=api_key,
+        )
         given = {
             "temperature": options["temperature"],
             "top_p": options["top_p"],
