@@ -1,9 +1,9 @@
 """Everything under /api/: the labeling side, the trainer side, tokens and the schema."""
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
+from annotate.apidocs import SchemaDocsView, SchemaView
 from labeling import api as labeling_api
 from trainer import api as trainer_api
 
@@ -17,9 +17,10 @@ router.register("model-versions", trainer_api.ModelVersionViewSet, basename="mod
 router.register("generations", trainer_api.GenerationViewSet, basename="generation")
 
 urlpatterns = [
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    # Both need a login unless API_SCHEMA_PUBLIC (annotate/apidocs.py).
+    path("schema/", SchemaView.as_view(), name="api-schema"),
     # The split view serves Swagger UI's script as a file, so the CSP needs no inline script.
-    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", SchemaDocsView.as_view(url_name="api-schema"), name="api-docs"),
     path("solutions/<int:pk>/role/", labeling_api.SolutionRoleView.as_view(), name="solution-role"),
     path("sessions/next/", labeling_api.NextSessionView.as_view(), name="api-next-session"),
     path("sessions/<int:pk>/rate/", labeling_api.RateView.as_view(), name="api-rate"),

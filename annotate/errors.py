@@ -65,15 +65,17 @@ def http_status(exc: DomainError) -> int:
 def api_exception_handler(exc: Exception, context: dict) -> "Response | None":
     from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Throttled
     from rest_framework.response import Response
-    from rest_framework.throttling import AnonRateThrottle
     from rest_framework.views import exception_handler as drf_exception_handler
+
+    from annotate.throttling import AnonRateThrottle  # the API's own (settings)
 
     if isinstance(exc, DomainError):
         return Response({"detail": str(exc)}, status=http_status(exc))
     if isinstance(exc, AuthenticationFailed | NotAuthenticated):
         # DRF checks throttles after authentication and permissions, so a 401 was never
         # counted: guessing tokens cost nothing. Each one counts against the client's address
-        # under the anonymous rate, and past it the answer is a 429.
+        # under the anonymous rate, and past it the answer is a 429. The address is the one
+        # the trusted proxies report (annotate/clientip.py), not a header the client writes.
         throttle = AnonRateThrottle()
         if not throttle.allow_request(context["request"], context["view"]):
             exc = Throttled(wait=throttle.wait())

@@ -5,6 +5,7 @@ With nothing set, the app runs embedded: a SQLite file and a filesystem Celery b
 ``CELERY_BROKER_URL`` at Redis for a real deployment.
 """
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -70,6 +71,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Cache-Control: no-store on secrets and exports (annotate/nostore.py).
+    "annotate.nostore.NoStoreMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -224,6 +227,34 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "trainer.models.TrainingRun.Status"},
 }
 
+# --- What a client is, and what an outsider may read (issue 27) -----------------------------
+# Proxies in front of the app that each append the address they saw to X-Forwarded-For. 0 (no
+# proxy): throttles and the login lockout key on the socket's address alone, since anyone can
+# send that header; N: on the address the outermost of the N trusted proxies appended
+# (annotate/clientip.py). Set it to the real number: one too many lets clients pick their
+# address again, one too few counts everyone behind the proxy as one client.
+TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
+if TRUSTED_PROXY_COUNT < 0:
+    raise ImproperlyConfigured(f"TRUSTED_PROXY_COUNT must be 0 or more, not {TRUSTED_PROXY_COUNT}.")
+REST_FRAMEWORK["NUM_PROXIES"] = TRUSTED_PROXY_COUNT
+AXES_CLIENT_IP_CALLABLE = "annotate.clientip.client_address"
+# /api/schema/ and /api/docs/ need a login (session or token) as the rest of the API does;
+# true serves them to anyone (annotate/apidocs.py).
+API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", False)
+# --- end of issue 27's block -------------------------------------------------------------------
+
+# --- Serving speed (issue 27, the workbench under load) ---------------------------------------
+# The API throttles keep DRF's keys and rates but count in one atomic statement of the shared
+# cache above (annotate/throttling.py): one round trip a request instead of six (a read, then a
+# transaction with a COUNT(*) of the cache table), and a burst spread over server processes
+# cannot pass more than the rate in a window. annotate/errors.py counts refused logins with the
+# same anonymous throttle.
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
+    "annotate.throttling.AnonRateThrottle",
+    "annotate.throttling.UserRateThrottle",
+]
+# --- end of the serving-speed block -----------------------------------------------------------
+
 # Uploads: a PRM800K file is large but finite; anything bigger is refused before it is read.
 IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(1024**3)))
 # Processes that grade final answers during an import (LaTeX parsing is pure Python).
@@ -349,6 +380,31 @@ GENERATOR_API_KEY = os.environ.get("GENERATOR_API_KEY", "")
 GENERATOR_TIMEOUT_SECONDS = float(os.environ.get("GENERATOR_TIMEOUT_SECONDS", "300"))
 # Requests a sampling run keeps in flight at once against a server (a local model runs one).
 GENERATOR_CONCURRENCY = int(os.environ.get("GENERATOR_CONCURRENCY", "8"))
+
+# --- Where generator requests may go (issue 27, trainer/generators/outbound.py) ---------------
+# Generator URLs the operator vouches for besides GENERATOR_BASE_URL, comma-separated: offered
+# on the forms, reached wherever they are (loopback and private addresses included), and sent
+# GENERATOR_API_KEY. Any other URL a researcher names is sent only the key they give with it,
+# and only to public addresses or to the networks below.
+GENERATOR_ALLOWED_BASE_URLS = env_list("GENERATOR_ALLOWED_BASE_URLS", "")
+for _url in GENERATOR_ALLOWED_BASE_URLS:
+    if not _url.lower().startswith(("http://", "https://")):
+        raise ImproperlyConfigured(
+            f"GENERATOR_ALLOWED_BASE_URLS: {_url!r} is not an http(s) URL such as "
+            "http://10.0.0.7:8000/v1."
+        )
+# CIDRs a researcher's own URL may reach besides public addresses (e.g. 10.20.0.0/16 for an
+# inference cluster); loopback, link-local, private, multicast, reserved and unspecified
+# addresses are refused unless listed here.
+GENERATOR_ALLOWED_NETWORKS = env_list("GENERATOR_ALLOWED_NETWORKS", "")
+for _network in GENERATOR_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"GENERATOR_ALLOWED_NETWORKS: {_network!r} is not a CIDR such as 10.0.0.0/8."
+        ) from None
+# --- end of the outbound block ------------------------------------------------------------------
 
 # Active learning (trainer/selection.py, queued by trainer/pipeline.py): how the next
 # generation of solutions is chosen.

@@ -21,6 +21,12 @@ def role_names(user: AbstractBaseUser) -> frozenset[str]:
     return names
 
 
+def remember_role_names(user: AbstractBaseUser, names: set[str]) -> None:
+    """Keep the user's role names, read by another query (`selectors.labeler_with_roles`
+    reads them with the labeler), for `role_names` to answer without a query of its own."""
+    user._stepwise_role_names = frozenset(names)
+
+
 def has_role(user: AbstractBaseUser | AnonymousUser, *roles: str) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False

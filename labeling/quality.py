@@ -259,8 +259,12 @@ class LabelerFigures:
 
 
 def labeler_figures(*, labeler_ids: list[int] | None = None) -> list[LabelerFigures]:
-    """Counts, agreement with gold and throughput of each labeler, by username."""
-    labelers = Labeler.objects.select_related("user").order_by("user__username", "pk")
+    """Counts, agreement with gold and throughput of each labeler, in UUID order.
+
+    Never in username order: a list of pseudonyms sorted by name would tell whoever knows the
+    usernames which UUID is whose.
+    """
+    labelers = Labeler.objects.select_related("user").order_by("uuid")
     sessions = LabelingSession.objects.all()
     ratings = StepRating.objects.filter(
         completion_index=0, rating__isnull=False, step__session__submitted_at__isnull=False

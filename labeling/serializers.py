@@ -17,11 +17,43 @@ from labeling.models import (
 from labeling.permissions import can_view_quality
 
 
-class ProblemSerializer(serializers.ModelSerializer):
+class BlindToLabelers:
+    """Fields for those who review labels only (researchers and admins, as on the quality
+    page), and only when the view passes its request in the context: a serializer without a
+    request shows a labeler's view. Labelers see what PRM800K's labelers saw: the problem, its
+    answer, the steps and their own ratings.
+
+    Quality control is blind: what tells quality-control and screening solutions from the
+    others (the queue that served it, the marks, the generation, -1 for screening) is such a
+    field, as is anything that gives a label away (the reference solution, the problem's
+    split or "bad" mark). Nested serializers share the root's context, so a problem inside a
+    served session is trimmed as the session is."""
+
+    review_fields: tuple[str, ...] = ("queue", "is_quality_control", "is_screening", "generation")
+
+    def to_representation(self, instance) -> dict:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not can_view_quality(request.user):
+            for name in self.review_fields:
+                data.pop(name, None)
+        return data
+
+
+# A labeler sees the problem and its final answer, never the worked solution that would rate
+# the steps for them, nor what sorts problems for the researchers.
+PROBLEM_REVIEW_FIELDS = ("unique_id", "solution", "subject", "level", "split", "is_bad")
+
+
+class ProblemSerializer(BlindToLabelers, serializers.ModelSerializer):
+    review_fields = PROBLEM_REVIEW_FIELDS
+
     class Meta:
         model = Problem
         fields = ["id", "unique_id", "text", "answer", "solution", "subject", "level", "split"]
         fields += ["is_bad", "created_at"]
+        # Not required: BlindToLabelers leaves them out for labelers, and the schema says so.
+        extra_kwargs = {name: {"required": False} for name in PROBLEM_REVIEW_FIELDS}
 
 
 class SolutionSerializer(serializers.ModelSerializer):
@@ -76,23 +108,6 @@ class StepLabelSerializer(serializers.ModelSerializer):
     class Meta:
         model = StepLabel
         fields = ["index", "chosen_completion", "human_completion", "ratings"]
-
-
-class BlindToLabelers:
-    """Quality control is blind: what tells quality-control and screening solutions from the
-    others (the queue that served it, the marks, the generation, -1 for screening) is shown
-    only to those who review labels (researchers and admins, as on the quality page), and
-    only when the view passes its request in the context."""
-
-    review_fields = ("queue", "is_quality_control", "is_screening", "generation")
-
-    def to_representation(self, instance) -> dict:
-        data = super().to_representation(instance)
-        request = self.context.get("request")
-        if request is None or not can_view_quality(request.user):
-            for name in self.review_fields:
-                data.pop(name, None)
-        return data
 
 
 class SessionSerializer(BlindToLabelers, serializers.ModelSerializer):
@@ -269,10 +284,21 @@ class LiveGenerationCreateSerializer(serializers.Serializer):
     generator = serializers.DictField(
         required=False,
         help_text="backend, model, base_url; left out: the configured generator "
-        "(GENERATOR_MODEL, GENERATOR_BASE_URL).",
+        "(GENERATOR_MODEL, GENERATOR_BASE_URL). base_url is one of the operator's "
+        "(GENERATOR_BASE_URL, GENERATOR_ALLOWED_BASE_URLS) or a server of your own at a public "
+        "address that needs no key.",
     )
     settings = serializers.DictField(required=False, default=dict)
     proposals = serializers.IntegerField(min_value=1, max_value=8)
+
+    def validate_generator(self, value: dict) -> dict:
+        from trainer.generators import GeneratorSpec
+
+        # The outbound rule (trainer.generators.outbound), checked before anything is made: an
+        # InvalidGenerator is a domain error, which the API answers with 400 and its sentence.
+        if value:
+            GeneratorSpec.requested(value)
+        return value
 
 
 class LiveGenerationSerializer(serializers.Serializer):
