@@ -21,6 +21,7 @@ one core, so at scale run more replicas behind the proxy (docs/operations.md).
 """
 
 import argparse
+import gc
 import logging
 import os
 import time
@@ -67,6 +68,12 @@ def serve(*, host: str, port: int, threads: int = THREADS) -> None:
 
     from annotate.wsgi import application
 
+    # The loaded app (Django, DRF, every module and template) is tens of thousands of objects
+    # that live as long as the process: frozen, the garbage collector's full passes skip them.
+    # Such a pass stopped every thread for about 58 ms under load (the rating p99's tail);
+    # frozen, 9 ms.
+    gc.collect()
+    gc.freeze()
     # waitress warns on every request that waits for a thread ("Task queue depth is N"):
     # thousands of lines a minute under load, which the access log's times already show.
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)

@@ -1,6 +1,7 @@
 """What every benchmark shares: Django set up on a throwaway database, never the developer's."""
 
 import os
+import re
 import resource
 import tempfile
 from collections.abc import Iterator
@@ -30,13 +31,30 @@ def database_url(server_url: str, name: str) -> str:
     return urlsplit(server_url)._replace(path=f"/{name}").geturl()
 
 
+def bench_database_name(server_url: str, suffix: str, override: str = "") -> str:
+    """The throwaway database's name: `override` if given, else the database `server_url`
+    names with `suffix` appended (`perf` gives `perf_serve_bench`), so that benchmarks run
+    against different databases of one server never drop each other's."""
+    base = override or f"{urlsplit(server_url).path.lstrip('/') or 'stepwise'}_{suffix}"
+    name = re.sub(r"[^a-z0-9_]", "_", base.lower())[:63]
+    if not name or name[0].isdigit():
+        name = f"b_{name}"[:63]
+    return name
+
+
 def recreate_database(server_url: str, name: str, *, create: bool = True) -> str:
     """Drop database `name` on the server of `server_url`, create it empty unless
     `create` is false, and return its URL."""
     import psycopg2
 
-    # libpq understands postgres:// URIs itself, so the developer's URL is used as is.
-    conn = psycopg2.connect(server_url)
+    # libpq understands postgres:// URIs itself, so the developer's URL is used as is; a
+    # database it names that does not exist yet is fine: the server's `postgres` one serves.
+    try:
+        conn = psycopg2.connect(server_url)
+    except psycopg2.OperationalError as exc:
+        if "does not exist" not in str(exc):
+            raise
+        conn = psycopg2.connect(database_url(server_url, "postgres"))
     conn.autocommit = True  # CREATE/DROP DATABASE cannot run inside a transaction
     try:
         with conn.cursor() as cur:

@@ -4,7 +4,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, prefetch_related_objects
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
+from annotate.nostore import no_store
 from annotate.strictjson import StrictJSONParser
 from labeling import export, quality, selectors, tokens
 from labeling import serializers as s
@@ -67,7 +68,7 @@ class _Filters(serializers.Serializer):
 
 class ProblemFilters(_Filters):
     subject = serializers.CharField(required=False)
-    level = serializers.IntegerField(required=False, min_value=1, max_value=10)
+    level = serializers.IntegerField(required=False, min_value=1, max_value=5)
     split = serializers.CharField(required=False)
     is_bad = serializers.BooleanField(required=False)
     unique_id = serializers.CharField(required=False)
@@ -186,6 +187,14 @@ class NextSessionView(APIView):
         return Response(s.NextSessionSerializer(served, context={"request": request}).data)
 
 
+def _session_answer(session: LabelingSession, labeler) -> LabelingSession:
+    """`session` as the session serializers read it: its labeler (the caller's, already
+    loaded) and its step labels with their ratings in two queries, not one per rated step."""
+    session.labeler = labeler
+    prefetch_related_objects([session], "step_labels__ratings")
+    return session
+
+
 class RateView(APIView):
     """Rate (or re-rate) one step of the caller's session, or one alternative of its -1 step;
     repeating it changes nothing."""
@@ -196,14 +205,16 @@ class RateView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         body = s.RateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        labeler = get_or_create_labeler(user=request.user)
         session = workbench.rate_step(
             session_id=pk,
-            labeler=get_or_create_labeler(user=request.user),
+            labeler=labeler,
             step_index=body.validated_data["step"],
             rating=body.validated_data["rating"],
             flagged=body.validated_data["flagged"],
             completion_index=body.validated_data["completion_index"],
         )
+        session = _session_answer(session, labeler)
         return Response(s.SessionStateSerializer(session, context={"request": request}).data)
 
 
@@ -216,15 +227,18 @@ class SubmitView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         body = s.SubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        labeler = get_or_create_labeler(user=request.user)
         session = workbench.submit_session(
             session_id=pk,
-            labeler=get_or_create_labeler(user=request.user),
+            labeler=labeler,
             finish_reason=body.validated_data["finish_reason"],
             reason_text=body.validated_data["reason"],
         )
+        session = _session_answer(session, labeler)
         return Response(s.SessionSerializer(session, context={"request": request}).data)
 
 
+@no_store
 class ExportView(APIView):
     """Every submitted label as PRM800K JSONL, streamed; labelers appear as UUIDs."""
 
@@ -265,6 +279,7 @@ class ImportJobViewSet(ReadOnlyModelViewSet):
         return Response(s.ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
+@no_store
 class TokenListView(APIView):
     """The caller's own API tokens; a new token's secret is returned once."""
 
@@ -306,12 +321,14 @@ class HumanCompletionView(APIView):
     def post(self, request: Request, pk: int) -> Response:
         body = s.HumanCompletionSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        labeler = get_or_create_labeler(user=request.user)
         session = workbench.write_human_completion(
             session_id=pk,
-            labeler=get_or_create_labeler(user=request.user),
+            labeler=labeler,
             step_index=body.validated_data["step"],
             text=body.validated_data["text"],
         )
+        session = _session_answer(session, labeler)
         return Response(s.SessionStateSerializer(session, context={"request": request}).data)
 
 

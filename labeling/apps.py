@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_delete, post_migrate
 
 
 class LabelingConfig(AppConfig):
@@ -8,6 +8,18 @@ class LabelingConfig(AppConfig):
 
     def ready(self) -> None:
         from labeling.roles import sync_role_groups_after_migrate
+        from labeling.services.workbench import recount_after_delete
+        from labeling.tokens import connect_token_revocation
+
+        # A password change, a deactivation or a change of role ends the user's API tokens.
+        connect_token_revocation()
+
+        # A deleted label gives its solution back to the queues (Solution.labels_submitted).
+        post_delete.connect(
+            recount_after_delete,
+            sender=self.get_model("LabelingSession"),
+            dispatch_uid="labeling.recount_after_delete",
+        )
 
         # Sent after `migrate` and after every test flush; trainer is the last of our apps.
         post_migrate.connect(

@@ -10,7 +10,7 @@ import uuid
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
@@ -24,6 +24,10 @@ def solution_digest(*, steps: list[str], answer: str) -> str:
     return text_digest(json.dumps([steps, answer], ensure_ascii=False))
 
 
+# MATH's difficulty levels ("Level 1" to "Level 5"); a problem may have none.
+PROBLEM_LEVELS = (1, 5)
+
+
 class Problem(models.Model):
     text = models.TextField()
     # PRM800K lines name their problem only by its text, so the text is the natural key.
@@ -31,7 +35,15 @@ class Problem(models.Model):
     answer = models.TextField(help_text="Ground-truth final answer.")
     solution = models.TextField(blank=True, help_text="Ground-truth worked solution.")
     subject = models.CharField(max_length=64, blank=True)
-    level = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The validators are the limits every entry checks (imports name FILE:LINE, the API's
+    # bulk create answers 400, the admin's form refuses); the constraint holds them for the
+    # rest.
+    level = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(PROBLEM_LEVELS[0]), MaxValueValidator(PROBLEM_LEVELS[1])],
+        help_text="MATH difficulty, 1 to 5; empty if unknown.",
+    )
     unique_id = models.CharField(max_length=255, unique=True, null=True, blank=True)
     split = models.CharField(max_length=32, blank=True)
     is_bad = models.BooleanField(default=False, help_text="Reported bad by a labeler.")
@@ -39,6 +51,12 @@ class Problem(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(level__isnull=True) | Q(level__range=PROBLEM_LEVELS),
+                name="problem_level_math_range",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.unique_id or self.text[:60]
@@ -107,6 +125,15 @@ def validate_gold_ratings(value) -> None:
 # large enough to amortise the round trip, small enough to keep one statement's parameters few.
 SOLUTION_WRITE_CHUNK = 500
 
+# A solution the labeling queues may still serve: quality control and screening (served to every
+# labeler), and the rest while they have fewer labels than wanted. The queues' partial indexes
+# hold these rows alone, so serving the next solution walks past no labeled one, however much
+# of the pool is labeled. (Which of them a labeler may take is still decided by its sessions,
+# see `Solution.labels_submitted`.)
+IN_QUEUES = (
+    Q(labels_submitted__lt=F("labels_wanted")) | Q(is_quality_control=True) | Q(is_screening=True)
+)
+
 
 class Solution(models.Model):
     """A candidate solution to label: ordered steps ending in a final answer."""
@@ -155,6 +182,14 @@ class Solution(models.Model):
         validators=[MinValueValidator(1)],
         help_text="How many labelers label it: more than one for its generation's overlap share.",
     )
+    # Counted by the workbench's submission, in its transaction; labels stored or deleted
+    # otherwise (an import, an admin) are counted again by
+    # `labeling.services.workbench.recount_labels`. The queues' indexes are partial on it
+    # (IN_QUEUES). Behind the sessions, a labeled solution is only walked past; ahead of them
+    # (a label deleted and not recounted), the solution waits for the recount.
+    labels_submitted = models.PositiveIntegerField(
+        default=0, editable=False, help_text="Its submitted labels, counted as they come in."
+    )
     # What selected it into `generation` (empty for imported solutions): the model version
     # whose scores were used, its score then (prm_score may have changed since) and why.
     selection_model_version = models.ForeignKey(
@@ -188,10 +223,20 @@ class Solution(models.Model):
         ordering = ["id"]
         indexes = [
             # The leftover labeling queue walks this index and stops at the first free
-            # solution, instead of sorting the whole pool for every session served.
+            # solution, instead of sorting the whole pool for every session served; partial, so
+            # that labeled solutions are not in it to walk past.
             # (COALESCE rather than NULLS LAST, which SQLite's CREATE INDEX does not accept.)
             models.Index(
-                Coalesce("generation_id", Value(0)).desc(), F("id"), name="solution_leftover_order"
+                Coalesce("generation_id", Value(0)).desc(),
+                F("id"),
+                name="solution_leftover_order",
+                condition=IN_QUEUES,
+            ),
+            # The current generation's queue, in its order, likewise.
+            models.Index(
+                fields=["generation", "-priority", "id"],
+                name="solution_generation_queue",
+                condition=IN_QUEUES,
             ),
             # The screening and quality-control queues are a handful of rows in a large pool.
             models.Index(fields=["id"], condition=Q(is_screening=True), name="solution_screening"),
@@ -296,10 +341,14 @@ class LabelingSession(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [
+            # One open session per labeler (which implies one per labeler and solution): two
+            # requests for "my next session" at once get the same one, whatever the code path.
+            # A lapsed lease still counts as open until the session is resumed or its place
+            # is given to someone else (labeling.services.workbench).
             models.UniqueConstraint(
-                fields=["labeler", "solution"],
+                fields=["labeler"],
                 condition=Q(submitted_at__isnull=True, abandoned_at__isnull=True),
-                name="one_open_session_per_labeler_and_solution",
+                name="one_open_session_per_labeler",
             ),
             # A solution outside QC and screening is held or labeled by at most its
             # `labels_wanted` labelers: one session per place, abandoned ones free theirs.

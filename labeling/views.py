@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
 
 from annotate.errors import Invalid
+from annotate.nostore import no_store
 from labeling import agreement, export, mathtext, quality, selectors, tokens
 from labeling.forms import ApiTokenForm, ExportForm, LiveGenerationForm
 from labeling.models import Generation, Labeler, LabelingSession
@@ -41,6 +42,7 @@ def home(request: HttpRequest) -> HttpResponse:
         context["today"] = quality.today_progress(labeler=labeler)
         context["me"] = quality.labeler_figures(labeler_ids=[labeler.pk])[0]
         context["queue_left"] = selectors.queue_left(labeler=labeler)
+        context["queue_left_more"] = context["queue_left"] >= selectors.QUEUE_LEFT_AT_MOST
     if can_view_quality(request.user):
         context.update(selectors.overview())
     return render(request, "labeling/home.html", context)
@@ -53,6 +55,7 @@ def problem_list(request: HttpRequest) -> HttpResponse:
     return render(request, "labeling/problem_list.html", {"problems": selectors.problem_list()})
 
 
+@no_store
 @login_required
 def export_labels(request: HttpRequest) -> HttpResponse:
     if not can_export_labels(request.user):
@@ -69,9 +72,12 @@ def export_labels(request: HttpRequest) -> HttpResponse:
 
 
 def _labeler(request: HttpRequest):
+    # The labeler and the roles checked below in one query (the labeler's first request
+    # creates it).
+    labeler = selectors.labeler_with_roles(user=request.user)
     if not has_role(request.user, ANNOTATOR, RESEARCHER, ADMIN):
         raise PermissionDenied("Labeling is for annotators.")
-    return get_or_create_labeler(user=request.user)
+    return labeler or get_or_create_labeler(user=request.user)
 
 
 @login_required
@@ -93,15 +99,21 @@ def _workbench_context(
     seq: int | None = None,
     labeler: Labeler | None = None,
     confirmation: str = "",
+    new: bool = False,
 ) -> dict:
     """What the workbench shows; `labeler` for the whole page (its queue count), not for
-    a rating's answer, which re-renders the steps alone."""
-    state = selectors.session_state(session=session)
+    a rating's answer, which re-renders the steps alone; `new`: a session served just now."""
+    state = selectors.session_state(session=session, new=new)
     alternatives = session.solution.alternatives or {}
-    return {
-        "queue_left": None
+    queue_left = (
+        None
         if labeler is None
-        else selectors.queue_left(labeler=labeler, besides=session.solution_id),
+        else selectors.queue_left(labeler=labeler, besides=session.solution_id)
+    )
+    return {
+        "queue_left": queue_left,
+        # Counted up to a cap (see selectors.queue_left): "100+" past it.
+        "queue_left_more": queue_left is not None and queue_left >= selectors.QUEUE_LEFT_AT_MOST,
         # A word that the last solution was saved, shown above the next one.
         "confirmation": confirmation,
         "session": session,
@@ -203,12 +215,15 @@ def _next_solution(request: HttpRequest, labeler: Labeler, *, confirmation: str)
             request, "labeling/_nothing_to_label.html", {"confirmation": confirmation}
         )
         return push_url(response, reverse("label-next"))
-    session = LabelingSession.objects.select_related("solution__problem").get(pk=served.session.pk)
+    session = served.session  # with its solution and problem
     if session.queue == "live":
+        session = LabelingSession.objects.select_related("solution__problem").get(pk=session.pk)
         context = _live_context(session, confirmation=confirmation)
         response = render(request, "labeling/_live.html", context)
         return push_url(response, reverse("label-session", args=[session.pk]))
-    context = _workbench_context(session, labeler=labeler, confirmation=confirmation)
+    context = _workbench_context(
+        session, labeler=labeler, confirmation=confirmation, new=served.is_new
+    )
     response = render(request, "labeling/_workbench.html", context)
     return push_url(response, reverse("label-session", args=[session.pk]))
 
@@ -248,6 +263,7 @@ def renew(request: HttpRequest, session_id: int) -> HttpResponse:
 # --- quality control and guidelines ----------------------------------------------------------
 
 
+@no_store  # names who is behind each labeler UUID, for admins
 @login_required
 def quality_dashboard(request: HttpRequest) -> HttpResponse:
     if not can_view_quality(request.user):
@@ -329,6 +345,7 @@ def guidelines(request: HttpRequest) -> HttpResponse:
     return render(request, "labeling/guidelines.html", {"guideline": quality.current_guideline()})
 
 
+@no_store
 @login_required
 def api_token_page(request: HttpRequest) -> HttpResponse:
     """Create and revoke my API tokens; a new token is shown once, here, and never again."""

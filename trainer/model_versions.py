@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotate import locks
 from annotate.errors import Conflict
 from trainer import pipeline
 from trainer.models import ModelVersion, TrainingRun
@@ -62,7 +63,15 @@ def _fmt(value: float | None) -> str:
     return "none" if value is None else f"{value:.4f}"
 
 
+# Held while the active version changes (an activation, a promotion at the end of a run).
+ACTIVATION_LOCK = "trainer.model_versions.activation"
+
+
 def _activate(version: ModelVersion) -> None:
+    # Two activations at once both read "B is not active" and both write: without the lock
+    # one of them met the other's uncommitted row in the one-active constraint and failed.
+    # Serialised, the second deactivates the first's version: the last activation wins.
+    locks.hold(ACTIVATION_LOCK)
     ModelVersion.objects.filter(is_active=True).exclude(pk=version.pk).update(is_active=False)
     version.is_active = True
     version.promoted_at = timezone.now()
@@ -70,9 +79,15 @@ def _activate(version: ModelVersion) -> None:
 
 
 def activate_model_version(*, model_version_id: int) -> ModelVersion:
-    """Make this version the active one (the one that scores and selects) and rescore with it."""
+    """Make this version the active one (the one that scores and selects) and rescore with it.
+
+    Activations take turns (ACTIVATION_LOCK): of two at once, the later one wins, and each
+    queues its rescoring once committed (a superseded version's is skipped by the worker).
+    """
     try:
         with transaction.atomic():
+            # Taken before the version's row, in the order every activation takes them.
+            locks.hold(ACTIVATION_LOCK)
             version = ModelVersion.objects.select_for_update().get(pk=model_version_id)
             if not version.is_active:
                 _activate(version)

@@ -11,6 +11,7 @@ pays for torch to show a page.
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -128,6 +129,11 @@ def cancel_training_run(*, run_id: int) -> TrainingRun:
         )
         if not requested:
             run = TrainingRun.objects.get(pk=run_id)
+            if run.status == Status.SUCCEEDED:
+                raise TrainingRefused(
+                    f"Too late to cancel: training run {run_id} has finished saving its model "
+                    "version."
+                )
             raise TrainingRefused(f"Training run {run_id} has already {run.status}.")
         _log_to_run(run_id, "Cancellation requested; stopping at the next step.")
     else:
@@ -457,13 +463,25 @@ def _check_checkpoint_dir(*, model_dir: Path) -> None:
 
 
 def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | None:
-    """The checkpoint is complete on disk: record its version, maybe promote it, finish the run."""
+    """The checkpoint is complete on disk: record its version, maybe promote it, finish the run.
+
+    The run's row lock taken here is the point of no return. A cancel that came before it
+    (during the last epoch's evaluation or the checkpoint's save) wins: the checkpoint is
+    removed and no version recorded. One that comes after waits for this transaction and is
+    refused as too late (`cancel_training_run`). Never both.
+    """
     recorder.log(f"Checkpoint written to {result.checkpoint_dir}.")
     with transaction.atomic():
         run = TrainingRun.objects.select_for_update().get(pk=run_id)
         if run.status != Status.RUNNING:
             # Marked failed meanwhile (its heartbeat went stale): that verdict stands.
             logger.warning("Training run %s finished but is %s; no model recorded", run_id, run)
+            return None
+        if run.cancel_requested:
+            recorder.log("Stopped: cancelled while the checkpoint was saved; it is removed.")
+            recorder.flush()
+            _finish(run_id, status=Status.CANCELLED, only_from=(Status.RUNNING,))
+            transaction.on_commit(partial(_remove_checkpoint, Path(result.checkpoint_dir)))
             return None
         version, reason = model_versions.record_model_version(
             run=run, checkpoint_dir=result.checkpoint_dir, metrics=result.final_metrics
@@ -475,6 +493,11 @@ def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | Non
         recorder.flush()
         _finish(run_id, status=Status.SUCCEEDED, only_from=(Status.RUNNING,))
     return version
+
+
+def _remove_checkpoint(path: Path) -> None:
+    # The run it belongs to was cancelled: no model version will ever point at it.
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _finish(

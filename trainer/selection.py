@@ -50,6 +50,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max, QuerySet
 
+from annotate import locks
 from annotate.errors import Conflict, Invalid
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, Solution
 from labeling.selectors import has_submitted_label
@@ -421,6 +422,9 @@ def _quality_control(
     return [Pick(c, SelectionReason.QUALITY_CONTROL) for c in ordered[:count]]
 
 
+PUBLISH_LOCK = "trainer.selection.publish"
+
+
 def next_generation_number() -> int:
     """One past the newest generation (screening's -1 and phase 1's none do not count)."""
     newest = Generation.objects.aggregate(newest=Max("number"))["newest"]
@@ -480,6 +484,17 @@ def select_generation(
     scored = _score_pool(model_version=model_version, prm=prm)
     try:
         with transaction.atomic():
+            # Publications take turns from here: one that read the pool while another was
+            # publishing would pick that one's quality-control and batch solutions too, move
+            # them into its own generation, and leave the first holding fewer than it records
+            # (its quality control never served). The second now reads the pool, the request
+            # ids and the next number once the first has committed.
+            locks.hold(PUBLISH_LOCK)
+            if request_id:
+                done = Generation.objects.filter(params__request_id=request_id).first()
+                if done is not None:
+                    logger.info("Selection %s already published %s.", request_id, done)
+                    return done
             # Enough random ones for quality control whatever the batch and the gold take.
             listed = shortlist(
                 _pool_rows(model_version=model_version),

@@ -16,6 +16,7 @@ from labeling.models import LabelingSession, Solution, StepLabel, StepRating
 from labeling.roles import sync_role_groups
 from labeling.services.importing import ImportResult, import_problems, import_solutions
 from labeling.services.labelers import get_or_create_labeler
+from labeling.services.workbench import recount_labels
 
 DEMO_DIR = Path(__file__).resolve().parent
 # Demo credentials are public on purpose: they exist only on installs seeded with demo data.
@@ -132,6 +133,7 @@ def seed_demo_labels() -> int:
             )
             ratings.append(given)
         sessions = LabelingSession.objects.bulk_create(sessions)
+        recount_labels(solutions=Solution.objects.filter(pk__in={s.solution_id for s in sessions}))
         steps = StepLabel.objects.bulk_create(
             StepLabel(session=session, index=index, chosen_completion=None if r == -1 else 0)
             for session, given in zip(sessions, ratings, strict=True)

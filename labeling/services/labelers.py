@@ -8,6 +8,9 @@ from labeling.models import Labeler
 
 def get_or_create_labeler(*, user) -> Labeler:
     labeler, _ = Labeler.objects.get_or_create(user=user)
+    # The caller's user object, already loaded: `labeler.user` would fetch the same row again
+    # (next_session reads it to refuse a deactivated labeler).
+    labeler.user = user
     return labeler
 
 

@@ -76,6 +76,11 @@ def adjudicate(
         labels = LabelingSession.objects.select_for_update().filter(
             solution_id=solution_id, submitted_at__isnull=False
         )
+        # Every label of the solution locked, in one order: two settlements at once take
+        # turns and the later one wins. (Locking only the chosen label let each clear the
+        # other's choice before it was committed, and the second failed on the
+        # one-adjudicated-label constraint.)
+        list(labels.order_by("pk").values_list("pk", flat=True))
         if session_id is not None and not labels.filter(pk=session_id).exists():
             if not Solution.objects.filter(pk=solution_id).exists():
                 raise NotFound(f"No solution {solution_id}.")

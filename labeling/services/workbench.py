@@ -9,17 +9,20 @@ what is shown, what to rate next and which outcome can be submitted, for the pag
 alike.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
+from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from annotate.errors import Invalid
 from labeling import prm800k
 from labeling.models import (
+    IN_QUEUES,
     FinishReason,
     Generation,
     Labeler,
@@ -30,10 +33,9 @@ from labeling.models import (
 )
 from labeling.selectors import (
     alternatives_at,
-    current_generation,
-    has_submitted_label,
+    current_generation_id,
+    done_by,
     rated_steps,
-    skipped_by,
     unrated_alternatives,
 )
 from labeling.services import reports
@@ -57,6 +59,11 @@ class NextSession:
     session: LabelingSession
     queue: str  # screening, quality_control, live, generation, leftover or resumed
 
+    @property
+    def is_new(self) -> bool:
+        """Served just now: nothing of it is rated yet."""
+        return self.queue != "resumed"
+
 
 def _open_sessions() -> QuerySet[LabelingSession]:
     return LabelingSession.objects.filter(submitted_at__isnull=True, abandoned_at__isnull=True)
@@ -79,51 +86,64 @@ def _taken_places(now: datetime) -> Subquery:
     return Subquery(taken)
 
 
-def _queues(labeler: Labeler, now: datetime) -> list[tuple[str, QuerySet[Solution], bool]]:
-    """Named queues tried in order: (name, candidates, shared by labelers?).
+def _sessions_holding(now: datetime) -> Subquery:
+    """For a Solution queryset: how many of its sessions hold a place or may (every one not
+    abandoned: submitted, open, or open with a lapsed lease). Read with the claim, for its one
+    row: none, and the claim takes the first place without reading the sessions again."""
+    holding = (
+        LabelingSession.objects.filter(solution=OuterRef("pk"), abandoned_at__isnull=True)
+        .order_by()
+        .values("solution")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Subquery(holding)
 
-    A problem the labeler reported bad leaves the shared queues for them alone; quality
-    control and screening are served to them still (see `reports`).
+
+def _queues(
+    labeler: Labeler, now: datetime, *, current: int | None, live_open: bool
+) -> Iterator[tuple[str, QuerySet[Solution] | None, bool]]:
+    """Named queues tried in order: (name, candidates, shared by labelers?), each built only
+    when it is reached (building one costs more Python time than its round trip).
+
+    Screening then quality control, one claim for both (`_gold_name` tells which served);
+    phase 1 before phase 2 (a live generation is opened to be labeled now, its candidates
+    built by labeling.services.live, not claimed from the pool); the current generation;
+    leftovers. A problem the labeler reported bad leaves the shared queues for them alone;
+    quality control and screening are served to them still (see `reports`).
+
+    Every queue is within IN_QUEUES, which the queues' partial indexes hold: the claim walks
+    no solution that has its labels already, however much of the pool is labeled.
     """
-    available = (
-        Solution.objects.filter(problem__is_bad=False)
+    # Conditions given together rather than chained: each call copies the query.
+    available = Solution.objects.filter(IN_QUEUES, ~done_by(labeler=labeler), problem__is_bad=False)
+    if live_open:
         # Live trajectories belong to the labeler who writes them (labeling.services.live).
-        .exclude(generation__mode=Generation.Mode.LIVE)
-        .exclude(has_submitted_label(labeler=labeler))
-        .exclude(skipped_by(labeler=labeler))
+        available = available.exclude(generation__mode=Generation.Mode.LIVE)
+    gold = Q(is_screening=True) | (
+        Q(is_quality_control=True) & (Q(generation_id=current) | Q(generation__isnull=True))
     )
-    shared = (
-        available.filter(is_quality_control=False, is_screening=False)
-        .exclude(reports.reported_by(labeler=labeler))
-        .alias(taken=Coalesce(_taken_places(now), 0))
-        .filter(taken__lt=F("labels_wanted"))
-    )
-    current = current_generation()
-    queues = [
-        ("screening", available.filter(is_screening=True).order_by("id"), False),
-        (
-            "quality_control",
-            available.filter(is_quality_control=True, is_screening=False)
-            .filter(Q(generation=current) | Q(generation__isnull=True))
-            .order_by("id"),
-            False,
-        ),
-    ]
-    # Phase 1 before phase 2: a live generation is opened to be labeled now. (Its candidates
-    # are built by labeling.services.live, not claimed from the pool.)
-    queues.append(("live", Solution.objects.none(), False))
+    yield "gold", available.filter(gold).order_by(F("is_screening").desc(), "id"), False
+    if live_open:
+        yield "live", None, False
+    shared = available.filter(
+        ~reports.reported_by(labeler=labeler),
+        LessThan(Coalesce(_taken_places(now), 0), F("labels_wanted")),
+        is_quality_control=False,
+        is_screening=False,
+    ).annotate(holding=Coalesce(_sessions_holding(now), 0))
     if current is not None:
-        queues.append(
-            ("generation", shared.filter(generation=current).order_by("-priority", "id"), True)
-        )
-    queues.append(
-        # Newest generation first: generation ids follow their numbers (generations are
-        # created in number order), and ordering by the id column lets the claim walk an
-        # index rather than sort every unlabeled solution.
-        # Solutions of no generation (0) come last.
-        ("leftover", shared.order_by(Coalesce("generation_id", Value(0)).desc(), "id"), True)
-    )
-    return queues
+        # In the order of the index `solution_generation_queue`.
+        yield "generation", shared.filter(generation_id=current).order_by("-priority", "id"), True
+    # Newest generation first: generation ids follow their numbers (generations are created in
+    # number order), and ordering by the id column lets the claim walk the index
+    # `solution_leftover_order` rather than sort every unlabeled solution. Solutions of no
+    # generation (0) come last.
+    yield "leftover", shared.order_by(Coalesce("generation_id", Value(0)).desc(), "id"), True
+
+
+def _gold_name(solution: Solution) -> str:
+    return "screening" if solution.is_screening else "quality_control"
 
 
 def _claim(candidates: QuerySet[Solution]) -> Solution | None:
@@ -132,7 +152,8 @@ def _claim(candidates: QuerySet[Solution]) -> Solution | None:
     # write transaction and the partial unique constraint keep the guarantee.
     if connection.features.has_select_for_update_skip_locked:
         candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-    return candidates.first()
+    # The problem, already joined, comes along for the page that shows the solution.
+    return candidates.select_related("problem").first()
 
 
 def next_session(*, labeler: Labeler, now: datetime | None = None) -> NextSession | None:
@@ -140,24 +161,60 @@ def next_session(*, labeler: Labeler, now: datetime | None = None) -> NextSessio
     now = now or timezone.now()
     if not labeler.user.is_active:
         raise LabelerDeactivated("This labeler is deactivated.")
-    mine = _open_sessions().filter(labeler=labeler).select_related("solution").first()
-    if mine is not None:
-        mine.lease_expires_at = now + LEASE
-        mine.save(update_fields=["lease_expires_at"])
-        return NextSession(session=mine, queue="resumed")
     for _attempt in range(5):
         try:
             with transaction.atomic():
-                return _assign_from_queues(labeler=labeler, now=now)
+                current, live_open = _lock_labeler(labeler)
+                mine = _resumable(labeler)
+                if mine is not None:
+                    mine.lease_expires_at = now + LEASE
+                    mine.save(update_fields=["lease_expires_at"])
+                    return NextSession(session=mine, queue="resumed")
+                return _assign_from_queues(
+                    labeler=labeler, now=now, current=current, live_open=live_open
+                )
         except IntegrityError:
             # Another request took the same solution between our read and our insert.
             continue
     return None
 
 
-def _assign_from_queues(*, labeler: Labeler, now: datetime) -> NextSession | None:
-    for name, candidates, shared in _queues(labeler, now):
-        if name == "live":
+def _lock_labeler(labeler: Labeler) -> tuple[int | None, bool]:
+    """One "next session" of a labeler at a time: a second request (another tab, a retry)
+    waits here, then finds and resumes the session the first one served. The database also
+    refuses a second open session (`one_open_session_per_labeler`). NO KEY: inserting a
+    session that references the labeler does not wait for this lock.
+
+    Read in the same statement (a round trip less): the current generation's id, and whether
+    a live generation is open. (Only the labeler's row is locked: FOR UPDATE does not reach
+    into the subqueries.)"""
+    live = Generation.objects.filter(mode=Generation.Mode.LIVE)
+    row = (
+        Labeler.objects.select_for_update(no_key=True)
+        .filter(pk=labeler.pk)
+        .values_list(current_generation_id(), Exists(live))
+        .first()
+    )
+    return row if row is not None else (None, False)
+
+
+def _resumable(labeler: Labeler) -> LabelingSession | None:
+    # Locked: a session whose lease lapsed may be ending at this moment (its place given to
+    # another labeler, `_assign_from_queues`); the locked read waits for that and then no
+    # longer finds it open, rather than renewing a session that was just abandoned.
+    # Its id alone first: mostly there is none (the labeler has just submitted), and this
+    # plain statement costs less than half of one that brings the solution and problem along.
+    open_id = _open_sessions().select_for_update().filter(labeler=labeler).values_list("pk").first()
+    if open_id is None:
+        return None
+    return LabelingSession.objects.select_related("solution__problem").get(pk=open_id[0])
+
+
+def _assign_from_queues(
+    *, labeler: Labeler, now: datetime, current: int | None, live_open: bool
+) -> NextSession | None:
+    for name, candidates, shared in _queues(labeler, now, current=current, live_open=live_open):
+        if candidates is None:
             from labeling.services import live
 
             session = live.next_live_session(labeler=labeler, now=now)
@@ -167,8 +224,15 @@ def _assign_from_queues(*, labeler: Labeler, now: datetime) -> NextSession | Non
         solution = _claim(candidates)
         if solution is None:
             continue
+        if name == "gold":
+            name = _gold_name(solution)
         slot = None
-        if shared:
+        if shared and not solution.holding:
+            # Nobody holds any place of it (the common case): the first is free. Had another
+            # claim taken it meanwhile, the insert below breaks the unique constraint, and
+            # the loser tries again.
+            slot = 0
+        elif shared:
             # A lapsed lease: the solution goes back to the queue and the old session ends.
             _open_sessions().filter(solution=solution, lease_expires_at__lte=now).update(
                 abandoned_at=now
@@ -197,13 +261,42 @@ def _free_slot(solution: Solution) -> int:
     Labels stored without a place (imported ones) use places up too. Two requests that pick
     the same place collide on the unique constraint and the loser tries again.
     """
-    sessions = LabelingSession.objects.filter(solution=solution, abandoned_at__isnull=True)
-    held = set(sessions.filter(slot__isnull=False).values_list("slot", flat=True))
-    placeless = sessions.filter(slot__isnull=True, submitted_at__isnull=False).count()
+    held, placeless = set(), 0
+    # One read of the sessions that still count (held places and placeless labels alike).
+    for slot, submitted_at in LabelingSession.objects.filter(
+        solution=solution, abandoned_at__isnull=True
+    ).values_list("slot", "submitted_at"):
+        if slot is not None:
+            held.add(slot)
+        elif submitted_at is not None:
+            placeless += 1
     free = [slot for slot in range(solution.labels_wanted - placeless) if slot not in held]
     if not free:
         raise IntegrityError("Every place of this solution was taken meanwhile.")
     return free[0]
+
+
+def recount_labels(*, solutions: QuerySet[Solution] | None = None) -> int:
+    """Count `solutions`' submitted labels again (all solutions without): after labels were
+    stored or deleted other than by `submit_session` (an import, an admin), so that the
+    queues serve again what wants labels and stop walking past what has them. Returns how
+    many solutions were counted."""
+    labels = (
+        LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
+        .order_by()
+        .values("solution")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    solutions = Solution.objects.all() if solutions is None else solutions
+    return solutions.update(labels_submitted=Coalesce(Subquery(labels), 0))
+
+
+def recount_after_delete(sender, instance: LabelingSession, **kwargs) -> None:
+    """post_delete of a session: a submitted label deleted anywhere (the admin, a shell, a
+    cascade) gives its solution back to the queues at once, as before there was a count."""
+    if instance.submitted_at is not None:
+        recount_labels(solutions=Solution.objects.filter(pk=instance.solution_id))
 
 
 def rate_step(
@@ -357,7 +450,25 @@ def submit_session(
         session.finish_reason = finish_reason
         session.finish_reason_text = reason_text.strip()
         session.submitted_at = now
-        session.save()
+        session.save(
+            update_fields=[
+                "total_time",
+                "last_activity_at",
+                "lease_expires_at",
+                "finish_reason",
+                "finish_reason_text",
+                "submitted_at",
+            ]
+        )
+    # Counted once the label is committed, not inside its transaction: that holds the
+    # session's row, and a claim holding the solution's row may be waiting for it (to end a
+    # lapsed lease on the same solution), so waiting there for the solution's row could
+    # deadlock. A process that dies between the two leaves the count one behind, which costs
+    # a step of the queues' walk, nothing more. (Exactly once: a repeated submission returned
+    # above.)
+    Solution.objects.filter(pk=session.solution_id).update(
+        labels_submitted=F("labels_submitted") + 1
+    )
     return session
 
 

@@ -218,3 +218,18 @@ def test_rating_outside_domain_names_the_field(tmp_path):
     path.write_text(json.dumps(obj) + "\n")
     with pytest.raises(CommandError, match=r"bool_rating.jsonl:1: .*completions\[0\].rating"):
         call_command("import_prm800k", str(path), stdout=io.StringIO())
+
+
+def test_imported_labels_are_counted_on_their_solutions():
+    # The queues skip a solution by its count of submitted labels (Solution.labels_submitted);
+    # an import writes labels without the workbench's submission, and must count them too.
+    from django.db.models import Count, Q
+
+    from labeling.models import Solution
+
+    call_command("import_prm800k", str(FIXTURES / "prm800k_phase2.jsonl"), stdout=io.StringIO())
+    counted = Solution.objects.annotate(
+        labels=Count("sessions", filter=Q(sessions__submitted_at__isnull=False))
+    )
+    assert counted.filter(labels__gt=0).exists()
+    assert all(s.labels_submitted == s.labels for s in counted)
