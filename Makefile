@@ -4,8 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: run test setup migrate lint bench bench-export bench-serve bench-score bench-train \
-	bench-train-gpu bench-serve-load bench-active-learning bench-generate clean models-smollm2
+.PHONY: run test test-fast setup migrate lint bench bench-export bench-serve bench-score bench-train \
+	bench-train-gpu bench-serve-load bench-active-learning bench-generate bench-text clean \
+	models-smollm2
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +53,11 @@ models-smollm2: migrate $(SMOLLM2)
 test: setup $(SMOLLM2)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The lane for one's own loop: no real server, browser, worker or model training (conftest.py
+# marks those slow), on the embedded SQLite whatever DATABASE_URL or CI say. `make test` is the suite.
+test-fast: setup
+	env -u DATABASE_URL -u CI $(BIN)/python -m pytest -m "not slow" -q $(PYTEST_ARGS)
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -59,7 +65,7 @@ lint: setup
 # Every benchmark, one after another, even past a failure or a missed target; the summary
 # names the ones that did not pass. bench-serve needs DATABASE_URL=postgres://….
 BENCHES := bench-export bench-train bench-train-gpu bench-score bench-generate bench-serve \
-	bench-serve-load bench-active-learning
+	bench-serve-load bench-active-learning bench-text
 bench: setup
 	@failed=""; started=$$(date +%s); \
 	for b in $(BENCHES); do \
@@ -108,6 +114,12 @@ BENCH_TRAIN_ARGS ?= --rounds 3
 bench-train: setup
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	$(BIN)/python bench/train.py $(BENCH_TRAIN_ARGS)
+
+# Every text renderer on hostile shapes at 5 kB, 50 kB and 500 kB (linear growth), Markdown at
+# its length limit, and grading 50 kB answers (a few minutes on 2 cores).
+BENCH_TEXT_ARGS ?=
+bench-text: setup
+	$(BIN)/python bench/text.py $(BENCH_TEXT_ARGS)
 
 clean:
 	rm -rf var/ $(VENV) node_modules/ static/vendor/

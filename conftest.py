@@ -56,11 +56,65 @@ def chromium_path() -> str:
     return path
 
 
+# --- the fast lane: `make test-fast` runs what needs no real server, browser or model -------
+
+# A test that asks for one of these starts a real part: Redis, Chromium, a live server, a
+# Celery worker, the SmolLM2 model or a `transformers serve` process.
+SLOW_FIXTURES = {
+    "redis_url",
+    "chromium_path",
+    "browser",
+    "live_server",
+    "broker",
+    "start_worker",
+    "smollm2_gguf",
+    "converted",
+    "smollm2_checkpoint",
+    "openai_server",
+    "allowed_openai_server",
+    "generator_spec",
+}
+# Whole files that train models, start process groups or fuzz every operation.
+SLOW_MODULES = {
+    "test_api_fuzz.py",
+    "test_distributed.py",
+    "test_gpu_benchmarks.py",
+    "test_simulation.py",
+    "test_simulation_rollouts.py",
+    "test_simulation_seeds.py",
+    "test_smollm2_backbone.py",
+    "test_local_models.py",
+    "test_races.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if (
+            item.get_closest_marker("services")
+            or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or item.path.name in SLOW_MODULES
+        ):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_report_header(config):
     from django.conf import settings
 
     engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     return f"stepwise: database={engine} broker={settings.CELERY_BROKER_URL.split(':')[0]}"
+
+
+def pytest_configure(config):
+    # Every test makes users and logs them in: at Django's default PBKDF2 cost (a million
+    # rounds) that was a third of a second each, minutes over the suite. A cheap hasher comes
+    # first; the real ones stay listed, so stored hashes of theirs still verify and upgrade.
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
 
 
 def pytest_sessionstart(session):
