@@ -100,7 +100,11 @@ def items_done(run: SamplingRun) -> list[int]:
 
 
 @pytest.mark.django_db
-def test_a_run_puts_the_real_generators_graded_solutions_into_the_pool(generator_spec):
+def test_a_run_puts_the_real_generators_graded_solutions_into_the_pool(generator_spec, settings):
+    # `transformers serve` reseeds one global generator per request: requests in flight
+    # together draw from each other's seeds, so the same seeds give the same samples only one
+    # request at a time (vLLM seeds each request on its own).
+    settings.GENERATOR_CONCURRENCY = 1
     problems = make_problems(2)
     run = request(problems, samples=2, generator=generator_spec, settings=REAL_SETTINGS)
     assert run.status == "queued" and items_done(run) == []
