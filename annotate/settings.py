@@ -223,8 +223,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    # Sampling runs reuse the training runs' statuses: one enum in the schema, one name.
-    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "trainer.models.TrainingRun.Status"},
+    # Every job (training and sampling runs, imports) has the same statuses: one enum, one name.
+    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "annotate.jobs.JobStatus"},
 }
 
 # --- What a client is, and what an outsider may read (issue 27) -----------------------------

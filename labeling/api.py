@@ -9,6 +9,7 @@ from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ParseError, ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
@@ -260,7 +261,7 @@ class ImportJobViewSet(ReadOnlyModelViewSet):
     serializer_class = s.ImportJobSerializer
     permission_classes = [IsAdmin]
     parser_classes = [MultiPartParser, StrictJSONParser]
-    queryset = ImportJob.objects.order_by("-id")
+    queryset = ImportJob.objects.select_related("requested_by").order_by("-id")
 
     @extend_schema(
         request={"multipart/form-data": s.ImportUploadSerializer},
@@ -277,6 +278,17 @@ class ImportJobViewSet(ReadOnlyModelViewSet):
             file_name=upload.name,
         )
         return Response(s.ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=None,
+        responses=s.ImportJobSerializer,
+        description="A queued import is cancelled at once; a running one stops before its rows "
+        "are committed, so nothing of it is imported. 409 once it has finished.",
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        job = import_jobs.cancel_import_job(job_id=self.get_object().pk)
+        return Response(s.ImportJobSerializer(job).data)
 
 
 @no_store
@@ -342,21 +354,14 @@ class LiveGenerationView(APIView):
 
     @extend_schema(request=s.LiveGenerationCreateSerializer, responses=s.LiveGenerationSerializer)
     def post(self, request: Request) -> Response:
-        from trainer.generators import GeneratorSpec, SamplingSettings
-
         body = s.LiveGenerationCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         generation = live.create_live_generation(
             user=request.user,
             problem_ids=data["problems"],
-            # None named: the configured generator (a 400 when none is configured).
-            generator=(
-                GeneratorSpec.from_dict(data["generator"])
-                if data.get("generator")
-                else GeneratorSpec.from_settings()
-            ),
-            settings=SamplingSettings.from_dict(data["settings"]),
+            generator=data["generator"],
+            settings=data["settings"],
             proposals=data["proposals"],
         )
         return Response(s.LiveGenerationSerializer(generation).data, status=status.HTTP_201_CREATED)

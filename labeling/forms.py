@@ -1,7 +1,10 @@
 from django import forms
 
+from annotate.params import names
 from labeling.export import ExportFilters
 from labeling.models import Generation
+from trainer.generators import PROPOSAL_SETTINGS, GeneratorChoice, outbound
+from trainer.generators.forms import clean_generator, generator_fields
 
 
 class ExportForm(forms.Form):
@@ -44,25 +47,12 @@ class LiveGenerationForm(forms.Form):
         help_text="Problem ids, separated by commas or spaces.",
         widget=forms.Textarea(attrs={"rows": 2}),
     )
-    backend = forms.ChoiceField(
-        choices=[("openai", "OpenAI-compatible server"), ("local", "Local")], required=False
-    )
-    model = forms.CharField(
-        max_length=255,
-        required=False,
-        help_text="The served model, or a local model's name; empty: the configured generator.",
-    )
-    base_url = forms.CharField(required=False, max_length=1024)
     proposals = forms.IntegerField(min_value=1, max_value=8, initial=3, label="Proposals per step")
-    temperature = forms.FloatField(min_value=0, max_value=2, initial=0.7)
-    top_p = forms.FloatField(min_value=0.01, max_value=1, initial=0.95)
-    max_tokens = forms.IntegerField(min_value=1, max_value=32768, initial=160)
-    seed = forms.IntegerField(min_value=0, max_value=2**31 - 1, initial=0)
 
     def __init__(self, *args, **kwargs):
-        from trainer.generators import outbound
-
         super().__init__(*args, **kwargs)
+        self.fields.update(generator_fields(defaults=PROPOSAL_SETTINGS))
+        self.order_fields(["problems", *names(GeneratorChoice), "proposals"])
         # A live generation lasts for hours of labeling: no key of a researcher's is kept that
         # long, so a server of their own is one that needs none.
         listed = ", ".join(outbound.operator_urls()) or "none"
@@ -78,26 +68,11 @@ class LiveGenerationForm(forms.Form):
         return [int(w) for w in words]
 
     def clean(self):
-        from trainer.generators import GeneratorSpec, InvalidGenerator, SamplingSettings
-
         data = super().clean()
-        if self.errors:
-            return data
-        try:
-            data["generator"] = GeneratorSpec.requested(
-                {
-                    "backend": data["backend"] or "openai",
-                    "model": data["model"],
-                    "base_url": data["base_url"],
-                }
-                if data["model"]
-                else None
-            )
-            data["settings"] = SamplingSettings.from_dict(
-                {k: data[k] for k in ("temperature", "top_p", "max_tokens", "seed")}
-            )
-        except InvalidGenerator as exc:
-            raise forms.ValidationError(str(exc)) from None
+        if not self.errors:
+            chosen = clean_generator(self, defaults=PROPOSAL_SETTINGS)
+            if chosen is not None:
+                data["generator"], data["settings"] = chosen
         return data
 
     def service_arguments(self) -> dict:

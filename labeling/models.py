@@ -15,6 +15,9 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
+from annotate.jobs import Job, status_constraint
+from labeling.prm800k import RATINGS
+
 
 def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -115,7 +118,7 @@ def validate_gold_ratings(value) -> None:
         return
     if not isinstance(value, list) or not value:
         raise ValidationError("Gold ratings are a non-empty list such as [1, 0, -1].")
-    if any(isinstance(r, bool) or r not in (-1, 0, 1) for r in value):
+    if any(isinstance(r, bool) or r not in RATINGS for r in value):
         raise ValidationError("Each gold rating is -1, 0 or 1.")
     if -1 in value[:-1]:
         raise ValidationError("Gold ratings end at the first -1.")
@@ -422,7 +425,7 @@ class StepRating(models.Model):
                 fields=["step", "completion_index"], name="one_rating_per_step_completion"
             ),
             models.CheckConstraint(
-                condition=Q(rating__isnull=True) | Q(rating__in=[-1, 0, 1]),
+                condition=Q(rating__isnull=True) | Q(rating__in=list(RATINGS)),
                 name="rating_in_domain",
             ),
         ]
@@ -446,42 +449,25 @@ class Guideline(models.Model):
         return self.title
 
 
-class ImportJob(models.Model):
-    """An uploaded file imported by a worker, all or nothing, with its outcome."""
+class ImportJob(Job):
+    """An uploaded file imported by a worker, all or nothing, with its outcome. A job
+    (`annotate.jobs`): its rows and its success commit together, so a cancel or a dead worker
+    leaves nothing imported."""
 
     class Kind(models.TextChoices):
         PROBLEMS = "problems"
         SOLUTIONS = "solutions"
         PRM800K = "prm800k"
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     file_name = models.CharField(max_length=255, help_text="The uploaded file's own name.")
     stored_path = models.CharField(max_length=1024, help_text="Where the upload is kept.")
     size = models.BigIntegerField(help_text="Bytes.")
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(default=dict, blank=True, help_text="Counts of what was stored.")
-    error = models.TextField(blank=True, help_text="FILE:LINE: what is wrong.")
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=["queued", "running", "succeeded", "failed"]),
-                name="import_job_status_known",
-            ),
-        ]
+        constraints = [status_constraint(name="import_job_status_known")]
 
     def __str__(self) -> str:
         return f"import {self.pk} ({self.kind}, {self.status})"

@@ -35,6 +35,9 @@ LABEL_KEYS = ("steps", "total_time", "finish_reason")
 STEP_KEYS = ("completions", "human_completion", "chosen_completion")
 COMPLETION_KEYS = ("text", "rating", "flagged")
 FINISH_REASONS = ("found_error", "solution", "bad_problem", "give_up")
+# The rating domain, defined once: a step is wrong (-1), correct but no progress (0), or correct
+# and advancing (+1). The database constraint, the serializers, the pages' buttons and keys,
+# the workbench's rules and the trainer's head classes all take it from here.
 RATINGS = (-1, 0, 1)
 ANSWER_MARKER = "# Answer"
 

@@ -1,12 +1,13 @@
 """Read operations of the annotation domain (the PRM800K export has its own module, export.py)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 
-from labeling import permissions
+from labeling import permissions, rules
 from labeling.models import (
     IN_QUEUES,
     Generation,
@@ -146,15 +147,27 @@ def labeler_with_roles(*, user) -> Labeler | None:
 # --- the workbench: what a labeler sees of a session (page and API alike) ---------------------
 
 
-def rated_steps(session: LabelingSession) -> dict[int, int | None]:
-    """Step index -> rating of the solution's own completion, for rated steps."""
+# Step index -> (rating, flagged) of the solution's own completion, for rated steps.
+OwnRatings = dict[int, tuple[int | None, bool]]
+
+
+def own_ratings(session: LabelingSession) -> OwnRatings:
+    """The session's ratings of the solution's own steps, with their "unsure" flags."""
     # In step order (the first -1 is the error step), without the model's default ordering,
     # which joins the session table only to sort by it.
-    return dict(
-        StepRating.objects.filter(step__session=session, completion_index=0)
+    return {
+        index: (rating, flagged)
+        for index, rating, flagged in StepRating.objects.filter(
+            step__session=session, completion_index=0
+        )
         .order_by("step__index")
-        .values_list("step__index", "rating")
-    )
+        .values_list("step__index", "rating", "flagged")
+    }
+
+
+def rated_steps(session: LabelingSession) -> dict[int, int | None]:
+    """Step index -> rating of the solution's own completion, for rated steps."""
+    return {index: rating for index, (rating, _) in own_ratings(session).items()}
 
 
 def alternatives_at(*, solution: Solution, step_index: int) -> list[str]:
@@ -191,7 +204,8 @@ class WorkbenchState:
     `items` are the steps shown so far (each rated one, then the one to rate next), the
     first -1 step carrying its alternatives shown so far. `current` is the one item to rate
     next (None when nothing is left); `outcome` the finish reason that can be submitted now
-    (found_error or solution), if any.
+    (found_error or solution), if any. `next_actions` is what the labeler may do next
+    (`labeling.rules.next_actions`): what the page acts on, and what API clients are told.
     """
 
     items: list[Item]
@@ -200,77 +214,80 @@ class WorkbenchState:
     error_step: int | None
     total_steps: int
     alternatives_offered: int  # at the error step; 0 without one
+    progress: rules.Progress
     # The step the labeler wrote in place of the error step, and whether they may write it
     # now (the error step and every alternative of it rated).
     human_completion: str | None = None
     can_write_human_completion: bool = False
 
+    @cached_property
+    def next_actions(self) -> dict:
+        # Computed when asked (the page and the API ask; a submitted label's page does not).
+        return rules.next_actions(self.progress)
+
 
 def session_state(*, session: LabelingSession, new: bool = False) -> WorkbenchState:
     """What the labeler sees of `session`: the steps shown, the item to rate, the outcome.
     `new`: the session was served just now, so nothing of it is rated (nothing to read)."""
-    rated: dict[int, int | None] = {}
-    flagged: dict[int, bool] = {}
-    if not new:
-        for index, rating, flag in (
-            StepRating.objects.filter(step__session=session, completion_index=0)
-            .order_by("step__index")
-            .values_list("step__index", "rating", "flagged")
-        ):
-            rated[index], flagged[index] = rating, flag
+    # A rating's answer renders what its write left (workbench.rate_step keeps it on the
+    # session): read again, it would cost the hottest request one more round trip.
+    own: OwnRatings = getattr(session, "own_ratings_written", None)
+    if own is None:
+        own = {} if new else own_ratings(session)
+    rated = {index: rating for index, (rating, _) in own.items()}
+    flagged = {index: flag for index, (_, flag) in own.items()}
     steps = session.solution.steps
-    error_step = next((i for i, r in sorted(rated.items()) if r == -1), None)
-    next_step = len(rated) if error_step is None and len(rated) < len(steps) else None
-    shown = len(rated) + (1 if next_step is not None else 0)
-    alternatives: list[Item] = []
-    offered: list[str] = []
-    current_alternative = None
+    progress = rules.Progress(
+        total_steps=len(steps),
+        own=tuple(rated.get(step) for step in range(len(rated))),
+        offered=rules.offered_per_step(session.solution.alternatives),
+    )
+    error_step = progress.error_step
+    done: dict[int, tuple[int | None, bool | None]] = {}
     if error_step is not None:
         # PRM800K phase 2: the other completions offered for the wrong step are rated, one
         # at a time, before the label ends.
-        offered = alternatives_at(solution=session.solution, step_index=error_step)
         done = {
             completion: (rating, flag)
             for completion, rating, flag in StepRating.objects.filter(
                 step__session=session, step__index=error_step, completion_index__gt=0
             ).values_list("completion_index", "rating", "flagged")
         }
-        count = len(done)
-        if count < len(offered):
-            current_alternative = count + 1
-        alternatives = [
-            Item(
-                index=error_step,
-                completion=k,
-                key=f"s{error_step}c{k}",
-                text=offered[k - 1],
-                rating=done.get(k, (None, None))[0],
-                flagged=done.get(k, (None, None))[1],
-            )
-            for k in range(1, min(count + 1, len(offered)) + 1)
-        ]
+        progress = replace(progress, alternatives_done=len(done))
+    offered = (
+        []
+        if error_step is None
+        else alternatives_at(solution=session.solution, step_index=error_step)
+    )
+    shown = progress.shown()
+    alternatives = [
+        Item(
+            index=step,
+            completion=completion,
+            key=rules.item_key(step, completion),
+            text=offered[completion - 1],
+            rating=done.get(completion, (None, None))[0],
+            flagged=done.get(completion, (None, None))[1],
+        )
+        for step, completion in shown
+        if completion
+    ]
     items = [
         Item(
-            index=i,
+            index=step,
             completion=0,
-            key=f"s{i}",
-            text=steps[i],
-            rating=rated.get(i),
-            flagged=flagged.get(i),
-            alternatives=alternatives if i == error_step else [],
+            key=rules.item_key(step),
+            text=steps[step],
+            rating=rated.get(step),
+            flagged=flagged.get(step),
+            alternatives=alternatives if step == error_step else [],
         )
-        for i in range(shown)
+        for step, completion in shown
+        if not completion
     ]
-    if next_step is not None:
-        current = items[next_step]
-    elif current_alternative is not None:
-        current = alternatives[current_alternative - 1]
-    else:
-        current = None
-    if error_step is None:
-        outcome = "solution" if len(rated) == len(steps) else None
-    else:
-        outcome = "found_error" if current_alternative is None else None
+    by_key = {item.key: item for item in [*items, *alternatives]}
+    current = progress.current()
+    outcome = progress.outcome()
     human = None
     if error_step is not None:
         written = (
@@ -281,13 +298,14 @@ def session_state(*, session: LabelingSession, new: bool = False) -> WorkbenchSt
         human = written.get("text") if isinstance(written, dict) else None
     return WorkbenchState(
         items=items,
-        current=current,
+        current=by_key[rules.item_key(*current)] if current else None,
         outcome=outcome,
         error_step=error_step,
         total_steps=len(steps),
         alternatives_offered=len(offered),
+        progress=progress,
         human_completion=human,
-        can_write_human_completion=outcome == "found_error" and session.is_open,
+        can_write_human_completion=outcome == rules.FOUND_ERROR and session.is_open,
     )
 
 

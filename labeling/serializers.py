@@ -4,7 +4,8 @@ from drf_spectacular.utils import extend_schema_field
 from knox.models import AuthToken
 from rest_framework import serializers
 
-from labeling import selectors
+from annotate.params import describe
+from labeling import prm800k, rules, selectors
 from labeling.models import (
     FinishReason,
     ImportJob,
@@ -15,6 +16,7 @@ from labeling.models import (
     StepRating,
 )
 from labeling.permissions import can_view_quality
+from trainer.generators import PROPOSAL_SETTINGS, GeneratorSpec, SamplingSettings
 
 
 class BlindToLabelers:
@@ -161,6 +163,47 @@ class StepItemSerializer(ItemSerializer):
     )
 
 
+class NextItemSerializer(serializers.Serializer):
+    """One item of the solution and what the labeler may do with it now."""
+
+    key = serializers.CharField(help_text='"s3" for step 3 (from 0), "s3c1" for its alternative 1.')
+    step = serializers.IntegerField()
+    completion = serializers.IntegerField(help_text="0: the step itself; 1..n: its alternatives.")
+    open = serializers.BooleanField(help_text="Whether it may be rated now.")
+    reason = serializers.CharField(allow_null=True, help_text="Why it may not be rated now.")
+    back = serializers.CharField(allow_null=True, help_text="The item before it on the page.")
+    then = serializers.DictField(
+        child=serializers.CharField(allow_null=True),
+        help_text="Per rating, the item to rate after this one is rated so (for an item not "
+        "reached yet, once it is reached); null: nothing is left to rate.",
+    )
+    alternatives_open = serializers.BooleanField(
+        required=False,
+        help_text="Steps only: whether its alternatives may be rated (it is the first -1).",
+    )
+
+
+class NextActionsSerializer(serializers.Serializer):
+    """What the labeler may do next: the workbench page acts on exactly this."""
+
+    ratings = serializers.ListField(
+        child=serializers.IntegerField(), help_text="The ratings an open item may take."
+    )
+    next = serializers.CharField(allow_null=True, help_text="The item to rate next, if any.")
+    active = serializers.CharField(
+        allow_null=True, help_text="The item a rating key rates now: next, else the last shown."
+    )
+    outcome = serializers.ChoiceField(
+        choices=[rules.FOUND_ERROR, rules.SOLUTION],
+        allow_null=True,
+        help_text="The finish reason that can be submitted now, if any.",
+    )
+    submit_refusal = serializers.CharField(
+        allow_null=True, help_text="Why the label cannot be submitted yet."
+    )
+    items = NextItemSerializer(many=True, help_text="Every item of the solution, in page order.")
+
+
 class WorkbenchStateSerializer(serializers.Serializer):
     items = StepItemSerializer(many=True, help_text="The steps shown so far.")
     current = ItemSerializer(allow_null=True, help_text="The item to rate next; null if none.")
@@ -179,6 +222,9 @@ class WorkbenchStateSerializer(serializers.Serializer):
     )
     can_write_human_completion = serializers.BooleanField(
         help_text="Whether a step can be written now (the error step and its alternatives rated)."
+    )
+    next_actions = NextActionsSerializer(
+        help_text="What the labeler may do next, by the workbench's rules (labeling.rules)."
     )
 
 
@@ -213,7 +259,7 @@ class NextSessionSerializer(BlindToLabelers, serializers.Serializer):
 
 class RateSerializer(serializers.Serializer):
     step = serializers.IntegerField(min_value=0, help_text="Step index, from 0.")
-    rating = serializers.ChoiceField(choices=[-1, 0, 1])
+    rating = serializers.ChoiceField(choices=prm800k.RATINGS)
     flagged = serializers.BooleanField(default=False, help_text="The labeler is unsure.")
     completion_index = serializers.IntegerField(
         min_value=0,
@@ -237,10 +283,13 @@ class ExportQuerySerializer(serializers.Serializer):
 
 
 class ImportJobSerializer(serializers.ModelSerializer):
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
     class Meta:
         model = ImportJob
-        fields = ["id", "kind", "status", "file_name", "size", "created_at", "started_at"]
-        fields += ["finished_at", "result", "error"]
+        fields = ["id", "kind", "status", "requested_by", "file_name", "size", "created_at"]
+        fields += ["started_at", "finished_at", "heartbeat_at", "cancel_requested", "result"]
+        fields += ["error"]
         read_only_fields = fields
 
 
@@ -280,6 +329,8 @@ class HumanCompletionSerializer(serializers.Serializer):
 
 
 class LiveGenerationCreateSerializer(serializers.Serializer):
+    """Valid data holds the generator's spec and the sampling settings, checked."""
+
     problems = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1)
     generator = serializers.DictField(
         required=False,
@@ -288,17 +339,22 @@ class LiveGenerationCreateSerializer(serializers.Serializer):
         "(GENERATOR_BASE_URL, GENERATOR_ALLOWED_BASE_URLS) or a server of your own at a public "
         "address that needs no key.",
     )
-    settings = serializers.DictField(required=False, default=dict)
+    settings = serializers.DictField(
+        required=False,
+        default=dict,
+        help_text=f"Sampling settings ({describe(SamplingSettings)}); left out, each takes "
+        f"live labeling's default ({PROPOSAL_SETTINGS.to_dict()}).",
+    )
     proposals = serializers.IntegerField(min_value=1, max_value=8)
 
-    def validate_generator(self, value: dict) -> dict:
-        from trainer.generators import GeneratorSpec
-
+    def validate(self, data: dict) -> dict:
         # The outbound rule (trainer.generators.outbound), checked before anything is made: an
         # InvalidGenerator is a domain error, which the API answers with 400 and its sentence.
-        if value:
-            GeneratorSpec.requested(value)
-        return value
+        data["generator"] = GeneratorSpec.requested(data.get("generator"))
+        data["settings"] = SamplingSettings.from_dict(
+            data.get("settings"), defaults=PROPOSAL_SETTINGS
+        )
+        return data
 
 
 class LiveGenerationSerializer(serializers.Serializer):
@@ -311,7 +367,7 @@ class LiveGenerationSerializer(serializers.Serializer):
 class LiveRateSerializer(serializers.Serializer):
     step = serializers.IntegerField(min_value=0)
     completion = serializers.IntegerField(min_value=0)
-    rating = serializers.ChoiceField(choices=[-1, 0, 1])
+    rating = serializers.ChoiceField(choices=prm800k.RATINGS)
     flagged = serializers.BooleanField(default=False)
 
 

@@ -1,5 +1,7 @@
 from celery import shared_task
+from celery.signals import worker_ready
 
+from annotate import jobs
 from labeling import grading
 from labeling.services import import_jobs
 
@@ -10,10 +12,21 @@ def regrade_solutions_task(problem_ids: list[int] | None = None) -> int:
     return grading.regrade_solutions(problem_ids=problem_ids)
 
 
-@shared_task(acks_late=True)
-def run_import_job_task(job_id: int) -> str:
+@shared_task(bind=True, acks_late=True)
+def run_import_job_task(self, job_id: int) -> str:
     # A redelivered job that already started is not run twice (see run_import_job).
-    return import_jobs.run_import_job(job_id=job_id).status
+    job = import_jobs.run_import_job(job_id=job_id, worker_hostname=self.request.hostname or "")
+    return job.status
+
+
+@worker_ready.connect
+def fail_import_jobs_of_dead_workers(sender=None, **kwargs) -> None:
+    # A worker starting under the name of one killed mid-import finds that job at once (and
+    # any worker, one whose heartbeat went stale): its transaction was rolled back, so it is
+    # failed and its file discarded, never run again.
+    import_jobs.fail_stale_import_jobs(
+        older_than=jobs.stale_cutoff(), worker_hostname=getattr(sender, "hostname", "") or ""
+    )
 
 
 @shared_task(acks_late=True)

@@ -13,7 +13,7 @@ from django_htmx.http import push_url
 
 from annotate.errors import Invalid
 from annotate.nostore import no_store
-from labeling import agreement, export, mathtext, quality, selectors, tokens
+from labeling import agreement, export, mathtext, prm800k, quality, selectors, tokens
 from labeling.forms import ApiTokenForm, ExportForm, LiveGenerationForm
 from labeling.models import Generation, Labeler, LabelingSession
 from labeling.permissions import (
@@ -89,8 +89,19 @@ def label_next(request: HttpRequest) -> HttpResponse:
     return redirect("label-session", session_id=served.session.pk)
 
 
-# (rating, CSS class, button text): colour, icon and words, so no meaning rests on colour.
-RATING_BUTTONS = ((-1, "bad", "✗ -1 bad"), (0, "ok", "○ 0 okay"), (1, "good", "✓ +1 good"))
+# How each rating is shown and typed: CSS class and button text (colour, icon and words, so no
+# meaning rests on colour), and the keys that give it. Keyed by the ratings of prm800k.RATINGS.
+_RATING_LOOK = {
+    -1: ("bad", "✗ -1 bad", "1-"),
+    0: ("ok", "○ 0 okay", "20"),
+    1: ("good", "✓ +1 good", "3+="),
+}
+# (rating, CSS class, button text), in the domain's order.
+RATING_BUTTONS = tuple((rating, *_RATING_LOOK[rating][:2]) for rating in prm800k.RATINGS)
+# Key -> rating, for the pages' keyboard (data-rating-keys): the pages hold no rating of their own.
+RATING_KEYS = json.dumps(
+    {key: rating for rating in prm800k.RATINGS for key in _RATING_LOOK[rating][2]}
+)
 
 
 def _workbench_context(
@@ -104,7 +115,6 @@ def _workbench_context(
     """What the workbench shows; `labeler` for the whole page (its queue count), not for
     a rating's answer, which re-renders the steps alone; `new`: a session served just now."""
     state = selectors.session_state(session=session, new=new)
-    alternatives = session.solution.alternatives or {}
     queue_left = (
         None
         if labeler is None
@@ -125,8 +135,9 @@ def _workbench_context(
         "outcome": state.outcome,
         "total_steps": state.total_steps,
         "choices": RATING_BUTTONS,
-        # The keyboard predicts what a -1 opens before the server's answer comes back.
-        "alternative_counts": json.dumps({i: len(a) for i, a in alternatives.items()}),
+        "rating_keys": RATING_KEYS,
+        # What the labeler may do next: workbench.js acts on this and applies no rule itself.
+        "next_actions": state.next_actions,
         # The labeler's own step in place of the -1 one, once its alternatives are rated.
         "error_step": state.error_step,
         "can_write_human_completion": state.can_write_human_completion,
@@ -448,6 +459,7 @@ def _live_context(session: LabelingSession, *, confirmation: str = "") -> dict:
         "problem": session.solution.problem,
         "state": live.live_state(session=session),
         "choices": RATING_BUTTONS,
+        "rating_keys": RATING_KEYS,
         "confirmation": confirmation,
     }
 

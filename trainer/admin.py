@@ -16,7 +16,7 @@ from trainer.models import (
 
 @admin.register(TrainingRun)
 class TrainingRunAdmin(admin.ModelAdmin):
-    list_display = ["id", "status", "triggered_by", "dataset_size", "epoch", "created_at"]
+    list_display = ["id", "status", "requested_by", "dataset_size", "epoch", "created_at"]
     list_filter = ["status"]
     date_hierarchy = "created_at"
     actions = ["cancel_runs"]
@@ -38,7 +38,7 @@ class TrainingRunAdmin(admin.ModelAdmin):
 class ScoringChunkInline(admin.TabularInline):
     model = ScoringChunk
     fields = ["first_solution_id", "last_solution_id", "status", "solutions", "scored"]
-    fields += ["attempts", "worker_hostname", "claimed_at", "heartbeat_at", "finished_at"]
+    fields += ["attempts", "worker_hostname", "started_at", "heartbeat_at", "finished_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False

@@ -31,6 +31,7 @@ from django.db.models import Count
 
 from labeling import agreement
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
+from labeling.prm800k import RATINGS
 
 SESSION_CHUNK = 500
 
@@ -252,7 +253,7 @@ def _own_rating(step: _Step, own_text: str | None) -> tuple[int | None, int | No
 
 def _human_rating(human: dict) -> int:
     corrected = human.get("corrected_rating")
-    if isinstance(corrected, int) and not isinstance(corrected, bool) and corrected in (-1, 0, 1):
+    if isinstance(corrected, int) and not isinstance(corrected, bool) and corrected in RATINGS:
         return corrected
     return 1
 

@@ -1,30 +1,13 @@
-from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from annotate.jobs import LIVE, Job, status_constraint
 
-class TrainingRun(models.Model):
-    """One attempt to train the PRM: what it was asked to do, how far it got, what it made."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+class TrainingRun(Job):
+    """One attempt to train the PRM: what it was asked to do, how far it got, what it made.
+    A job (`annotate.jobs`): status, requester, cancel, heartbeat and log tail are a job's."""
 
-    LIVE = (Status.QUEUED, Status.RUNNING)
-    FINISHED = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
-
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    # Null when the schedule started it (or the user was deleted later).
-    triggered_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="training_runs",
-    )
     params = models.JSONField(default=dict, blank=True)
 
     # The data snapshot: taken when the run starts, so a rerun can be compared with it.
@@ -39,26 +22,12 @@ class TrainingRun(models.Model):
     epoch = models.PositiveIntegerField(default=0)
     loss = models.FloatField(null=True, blank=True, help_text="Latest training loss.")
     metrics = models.JSONField(default=list, blank=True, help_text="Held-out metrics per epoch.")
-    log_tail = models.TextField(blank=True)
-    error = models.TextField(blank=True)
-    cancel_requested = models.BooleanField(default=False)
-
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
     celery_task_id = models.CharField(max_length=255, blank=True)
-    worker_hostname = models.CharField(max_length=255, blank=True)
-    worker_pid = models.PositiveIntegerField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=["queued", "running", "succeeded", "failed", "cancelled"]),
-                name="training_run_status_valid",
-            ),
+            status_constraint(name="training_run_status_valid"),
             # One run at a time: every row that is queued or running indexes the same constant,
             # so a second live run is refused by the database, whoever inserts it.
             models.UniqueConstraint(
@@ -70,10 +39,6 @@ class TrainingRun(models.Model):
 
     def __str__(self) -> str:
         return f"training run {self.pk} ({self.status})"
-
-    @property
-    def is_live(self) -> bool:
-        return self.status in self.LIVE
 
     @property
     def progress_percent(self) -> int:
@@ -139,7 +104,7 @@ class LocalModel(models.Model):
         return self.name
 
 
-class SamplingRun(models.Model):
+class SamplingRun(Job):
     """A job that draws samples from a generator: N solutions per problem into the pool
     (purpose `solutions`), or k rollouts from each step of chosen solutions (purpose
     `rollouts`, which makes rollout labels). Not a Generation: that is a round of labeling.
@@ -153,19 +118,7 @@ class SamplingRun(models.Model):
         SOLUTIONS = "solutions", "Solutions for the pool"
         ROLLOUTS = "rollouts", "Rollout labels"
 
-    Status = TrainingRun.Status
-    LIVE = TrainingRun.LIVE
-    FINISHED = TrainingRun.FINISHED
-
     purpose = models.CharField(max_length=16, choices=Purpose.choices)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    requested_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="sampling_runs",
-    )
     # trainer.generators: GeneratorSpec.to_dict() (never the API key) and SamplingSettings.
     generator = models.JSONField(help_text="Backend, model and base URL of the generator.")
     sampling = models.JSONField(help_text="Temperature, top_p, max_tokens and seed.")
@@ -179,26 +132,12 @@ class SamplingRun(models.Model):
     skipped = models.JSONField(
         default=dict, blank=True, help_text="Samples not stored, by reason (duplicate, unfinished)."
     )
-    log_tail = models.TextField(blank=True)
-    error = models.TextField(blank=True)
-    cancel_requested = models.BooleanField(default=False)
-
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
     celery_task_id = models.CharField(max_length=255, blank=True)
-    worker_hostname = models.CharField(max_length=255, blank=True)
-    worker_pid = models.PositiveIntegerField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=["queued", "running", "succeeded", "failed", "cancelled"]),
-                name="sampling_run_status_valid",
-            ),
+            status_constraint(name="sampling_run_status_valid"),
             models.CheckConstraint(
                 condition=Q(purpose__in=["solutions", "rollouts"]),
                 name="sampling_run_purpose_valid",
@@ -210,10 +149,6 @@ class SamplingRun(models.Model):
 
     def __str__(self) -> str:
         return f"sampling run {self.pk} ({self.purpose}, {self.status})"
-
-    @property
-    def is_live(self) -> bool:
-        return self.status in self.LIVE
 
 
 class SamplingRunItem(models.Model):
@@ -299,7 +234,7 @@ class RolloutLabel(models.Model):
         return self.reached / self.rollouts
 
 
-class ScoringChunk(models.Model):
+class ScoringChunk(Job):
     """One range of solution ids that a model version scores in one transaction.
 
     The scoring of a pool is the sum of its chunks: any number of workers claim chunks (a
@@ -307,20 +242,15 @@ class ScoringChunk(models.Model):
     together, and a chunk whose worker died (its heartbeat went stale) is claimed again.
     Ranges of one version never overlap (`trainer.scoring.plan_scoring` plans them under a
     lock on the version); scoring a range writes only what lacks the version's scores, so a
-    chunk is idempotent.
+    chunk is idempotent. A job (`annotate.jobs`) that is queued again when its worker dies;
+    `started_at` is its latest claim, and nobody requests it (the scoring does).
     """
-
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
 
     model_version = models.ForeignKey(
         ModelVersion, on_delete=models.CASCADE, related_name="scoring_chunks"
     )
     first_solution_id = models.BigIntegerField()
     last_solution_id = models.BigIntegerField(help_text="Inclusive.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     solutions = models.PositiveIntegerField(
         help_text="Solutions of the range that lacked the version's scores when planned."
     )
@@ -328,11 +258,6 @@ class ScoringChunk(models.Model):
     # Each claim counts: a chunk done at its first attempt was scored exactly once, and a
     # worker whose chunk was taken over recognises that its claim is no longer the current one.
     attempts = models.PositiveIntegerField(default=0)
-    worker_hostname = models.CharField(max_length=255, blank=True)
-    claimed_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["model_version", "first_solution_id"]
@@ -340,20 +265,17 @@ class ScoringChunk(models.Model):
             models.UniqueConstraint(
                 fields=["model_version", "first_solution_id"], name="one_chunk_per_first_solution"
             ),
-            models.CheckConstraint(
-                condition=Q(status__in=["pending", "running", "done"]),
-                name="scoring_chunk_status_valid",
-            ),
+            status_constraint(name="scoring_chunk_status_valid"),
             models.CheckConstraint(
                 condition=Q(first_solution_id__lte=F("last_solution_id")),
                 name="scoring_chunk_range_ordered",
             ),
         ]
         indexes = [
-            # Claiming reads the chunks of one version that are not done, lowest range first.
+            # Claiming reads the chunks of one version still to do, lowest range first.
             models.Index(
                 fields=["model_version", "first_solution_id"],
-                condition=~Q(status="done"),
+                condition=Q(status__in=LIVE),
                 name="scoring_chunk_todo",
             )
         ]

@@ -152,7 +152,7 @@ def requeue_unfinished_scoring(
     """Queue again what a killed worker left of the active version's scoring.
 
     A worker starting under `worker_hostname` puts the chunks its killed predecessor held back
-    to pending; chunks whose worker stopped beating before `stale_before` are put back too
+    to queued; chunks whose worker stopped beating before `stale_before` are put back too
     (the periodic task: a prefork pool child killed mid-chunk restarts no worker). Each such
     chunk is queued again. Then, if some solution lacks the active version's scores and no
     chunk of it is left to do, the scoring itself is queued again (its plan or fan-out was
@@ -163,9 +163,9 @@ def requeue_unfinished_scoring(
     Returns the version queued, or None.
     """
     released = scoring.release_chunks(worker_hostname=worker_hostname, stale_before=stale_before)
-    for chunk in released:
+    for chunk_id in released:
         try:
-            _send(SCORE_CHUNK_TASK, (chunk.pk,), what=f"scoring chunk {chunk.pk}")
+            _send(SCORE_CHUNK_TASK, (chunk_id,), what=f"scoring chunk {chunk_id}")
         except BrokerUnavailable as exc:
             logger.error("%s", exc)
     version = active_model_version()
@@ -192,14 +192,19 @@ class QueuedSelection:
     params: dict[str, Any]
 
 
-def request_generation(*, params: Mapping[str, Any] | None = None) -> QueuedSelection:
+def request_generation(
+    *, params: "selection.SelectionParams | Mapping[str, Any] | None" = None
+) -> QueuedSelection:
     """Queue the selection of the next generation with the active model version.
 
-    Scoring needs the model, so selection runs on a GPU worker (Celery task
-    `select_generation_task`, queue `gpu`); the generation appears once it is done. Raises
-    InvalidSelection, NoActiveModelVersion or BrokerUnavailable.
+    `params`: checked ones (from the form or the API), or values to check, the SELECTION_*
+    settings filling in the rest. Scoring needs the model, so selection runs on a GPU worker
+    (Celery task `select_generation_task`, queue `gpu`); the generation appears once it is
+    done. Raises InvalidSelection, NoActiveModelVersion or BrokerUnavailable.
     """
-    cleaned = selection.selection_params(params)
+    if not isinstance(params, selection.SelectionParams):
+        params = selection.SelectionParams.from_dict(params)
+    cleaned = params.to_dict()
     version = active_model_version()
     if version is None:
         raise NoActiveModelVersion(
@@ -232,7 +237,7 @@ def select_after_retrain(*, run_id: int, model_version_id: int) -> str | None:
         return None
     run = TrainingRun.objects.get(pk=run_id)
     version = ModelVersion.objects.get(pk=model_version_id)
-    if mode == "never" or (mode == "scheduled" and run.triggered_by_id is not None):
+    if mode == "never" or (mode == "scheduled" and run.requested_by_id is not None):
         return None
     if not version.is_active:
         return None

@@ -11,7 +11,6 @@ corpus, so demos, tests and CPU machines work offline.
 
 import contextlib
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -25,11 +24,19 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from labeling.prm800k import RATINGS
+
+# Solution score from step scores, chosen by PRMSettings.aggregation: defined without torch in
+# trainer.aggregation (the training form offers its names), imported from here as well.
+from trainer.aggregation import AGGREGATIONS as AGGREGATIONS
+from trainer.aggregation import solution_score as solution_score
+
 STEP_TAG = "<step>"
 PAD = "<pad>"
 EOS = "</s>"
-# Head class i stands for rating CLASSES[i]; a rating r is class r + 1.
-CLASSES = (-1, 0, 1)
+# Head class i stands for rating CLASSES[i]: the rating domain, -1, 0 and +1 in that order, so
+# a rating r is class r + 1.
+CLASSES = RATINGS
 IGNORE = -100
 FORMAT_VERSION = 1
 SETTINGS_FILE = "prm.json"
@@ -59,24 +66,7 @@ class CheckpointNotWritten(OSError):
 @dataclass
 class PRMSettings:
     neutral_as_positive: bool = True  # step score = p(+1) + p(0); else p(+1)
-    aggregation: str = "product"  # "product" | "min" | "last"
-
-
-# Solution score from step scores: a registry, chosen by PRMSettings.aggregation.
-AGGREGATIONS = {
-    "product": lambda scores: math.prod(scores),
-    "min": min,
-    "last": lambda scores: scores[-1],
-}
-
-
-def solution_score(step_scores: list[float], *, aggregation: str = "product") -> float:
-    """How likely the whole solution is right, from the probability that each step is ok."""
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"Unknown aggregation {aggregation!r}: use one of {sorted(AGGREGATIONS)}.")
-    if not step_scores:
-        raise ValueError("A solution without steps has no score.")
-    return float(AGGREGATIONS[aggregation](step_scores))
+    aggregation: str = "product"  # a name of AGGREGATIONS
 
 
 def configure_threads() -> None:

@@ -13,21 +13,21 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 import time
 import traceback
 import uuid
 from collections import deque
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from annotate import jobs
 from annotate.errors import Conflict, DomainError
 from trainer import dataset, model_versions, pipeline
 from trainer.base_models import resolve_base_model
@@ -39,13 +39,11 @@ logger = logging.getLogger(__name__)
 
 Status = TrainingRun.Status
 
-LOG_TAIL_LINES = 200
-LOG_LINE_CHARS = 500
 # Progress reaches the database at most this often: a step can take milliseconds.
 FLUSH_SECONDS = 1.0
 
 
-class TrainingRefused(Conflict):
+class TrainingRefused(jobs.JobRefused):
     """A training request the current state does not allow (a live run, a finished one)."""
 
 
@@ -68,10 +66,6 @@ class CheckpointDirUnwritable(Conflict):
 # --- requesting and cancelling ----------------------------------------------------------------
 
 
-def _stale_cutoff() -> datetime:
-    return timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS)
-
-
 def request_training_run(
     *, user, params: dict[str, Any] | TrainingParams, enqueue: bool = True
 ) -> TrainingRun:
@@ -83,9 +77,9 @@ def request_training_run(
     InvalidParams, TrainingRefused, or BrokerUnavailable (the run is then recorded as failed).
     """
     if not isinstance(params, TrainingParams):
-        params = TrainingParams.from_dict(params)
+        params = TrainingParams.requested(params)
     # A run whose worker died would otherwise block every new request.
-    mark_stale_runs_failed(older_than=_stale_cutoff())
+    mark_stale_runs_failed(older_than=jobs.stale_cutoff())
     try:
         with transaction.atomic():
             live = TrainingRun.objects.filter(status__in=TrainingRun.LIVE).first()
@@ -95,7 +89,7 @@ def request_training_run(
                     "or cancel it first."
                 )
             run = TrainingRun.objects.create(
-                triggered_by=user, params=params.to_dict(), celery_task_id=str(uuid.uuid4())
+                requested_by=user, params=params.to_dict(), celery_task_id=str(uuid.uuid4())
             )
             _log_to_run(run.pk, f"Queued by {user.username if user else 'the schedule'}.")
             if enqueue:
@@ -114,76 +108,42 @@ def _queue(*, run_id: int) -> None:
     try:
         pipeline.queue_training(run=TrainingRun.objects.get(pk=run_id))
     except pipeline.BrokerUnavailable as exc:
-        _finish(run_id, status=Status.FAILED, error=str(exc), only_from=(Status.QUEUED,))
+        jobs.finish(
+            model=TrainingRun,
+            pk=run_id,
+            status=Status.FAILED,
+            error=str(exc),
+            only_from=(Status.QUEUED,),
+        )
 
 
 def cancel_training_run(*, run_id: int) -> TrainingRun:
     """A queued run is cancelled at once; a running one stops at its next step boundary."""
-    now = timezone.now()
-    cancelled = TrainingRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
-        status=Status.CANCELLED, cancel_requested=True, finished_at=now
-    )
-    if not cancelled:
-        requested = TrainingRun.objects.filter(pk=run_id, status=Status.RUNNING).update(
-            cancel_requested=True
+    try:
+        return jobs.request_cancel(
+            model=TrainingRun, pk=run_id, stops="at the next step", refused=TrainingRefused
         )
-        if not requested:
-            run = TrainingRun.objects.get(pk=run_id)
-            if run.status == Status.SUCCEEDED:
-                raise TrainingRefused(
-                    f"Too late to cancel: training run {run_id} has finished saving its model "
-                    "version."
-                )
-            raise TrainingRefused(f"Training run {run_id} has already {run.status}.")
-        _log_to_run(run_id, "Cancellation requested; stopping at the next step.")
-    else:
-        _log_to_run(run_id, "Cancelled before it started.")
-    return TrainingRun.objects.get(pk=run_id)
+    except TrainingRefused:
+        if TrainingRun.objects.filter(pk=run_id, status=Status.SUCCEEDED).exists():
+            raise TrainingRefused(
+                f"Too late to cancel: training run {run_id} has finished saving its model version."
+            ) from None
+        raise
 
 
 def mark_stale_runs_failed(*, older_than: datetime, worker_hostname: str = "") -> list[int]:
-    """Fail running runs whose worker is gone; return their ids.
-
-    A run is gone when its heartbeat is older than `older_than`, or, given the name of a worker
-    that just started, when it ran on a worker of that name whose process no longer exists.
-    """
-    running = TrainingRun.objects.filter(status=Status.RUNNING)
-    stale = set(running.filter(heartbeat_at__lt=older_than).values_list("pk", flat=True))
-    if worker_hostname:
-        for pk, pid in running.filter(worker_hostname=worker_hostname).values_list(
-            "pk", "worker_pid"
-        ):
-            if pid is None or not process_alive(pid):
-                stale.add(pk)
-    failed = []
-    for pk in sorted(stale):
-        run = TrainingRun.objects.get(pk=pk)
-        message = (
-            f"The worker {run.worker_hostname or '(unknown)'} stopped during the run (last "
-            f"heartbeat {run.heartbeat_at:%Y-%m-%d %H:%M:%S %Z}): it was probably killed or ran "
-            "out of memory. Start a new run."
-        )
-        if _finish(pk, status=Status.FAILED, error=message, only_from=(Status.RUNNING,)):
-            logger.warning("Training run %s marked failed: %s", pk, message)
-            failed.append(pk)
-    return failed
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process of this pid exists on this host (a worker that restarted under the
-    same name finds its dead predecessor's runs by it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """Fail running runs whose worker is gone (`jobs.recover_stale`'s rule); return their ids."""
+    return jobs.recover_stale(
+        model=TrainingRun,
+        older_than=older_than,
+        worker_hostname=worker_hostname,
+        advice="it was probably killed or ran out of memory. Start a new run.",
+    )
 
 
 def maybe_start_scheduled_training() -> TrainingRun | None:
     """Start a run when enough sessions were submitted since the last successful snapshot."""
-    mark_stale_runs_failed(older_than=_stale_cutoff())
+    mark_stale_runs_failed(older_than=jobs.stale_cutoff())
     if TrainingRun.objects.filter(status__in=TrainingRun.LIVE).exists():
         return None
     last = (
@@ -213,35 +173,30 @@ def maybe_start_scheduled_training() -> TrainingRun | None:
 class RunRecorder:
     """Streams progress, per-epoch metrics and log lines into the run, and notices cancellation.
 
-    Writes are throttled to about one per second. A daemon thread also writes a heartbeat on
-    its own schedule, so a long stretch without steps (tokenizer training, saving) is not
-    mistaken for a dead worker.
+    Writes are throttled to about one per second. The run's heartbeat (`jobs.heartbeat`)
+    beats on its own schedule too, so a long stretch without steps (tokenizer training, saving)
+    is not mistaken for a dead worker, and it notices a cancel.
     """
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
-        self.lines: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+        self.lines: deque[str] = deque(maxlen=jobs.LOG_TAIL_LINES)
         self.metrics: list[dict] = []
         self.fields: dict[str, Any] = {}
-        self.cancelled = threading.Event()
+        self._heartbeat = jobs.heartbeat(model=TrainingRun, pk=run_id)
+        self.cancelled = self._heartbeat.cancelled
         self._last_flush = 0.0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"run-{run_id}-heartbeat")
-        self._thread.daemon = True
 
     def __enter__(self) -> "RunRecorder":
-        self._thread.start()
+        self._heartbeat.__enter__()
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._done.set()
-        self._thread.join(timeout=30)
+        self._heartbeat.__exit__(*exc_info)
         self.flush()
 
     def log(self, line: str) -> None:
-        stamp = timezone.now().strftime("%H:%M:%S")
-        for part in str(line).splitlines() or [""]:
-            self.lines.append(f"{stamp} {part[:LOG_LINE_CHARS]}")
+        self.lines.extend(jobs.log_lines(line))
         self.maybe_flush()
 
     def on_progress(self, event: dict) -> None:
@@ -277,23 +232,8 @@ class RunRecorder:
             log_tail="\n".join(self.lines),
             heartbeat_at=timezone.now(),
         )
-        if TrainingRun.objects.filter(pk=self.run_id, cancel_requested=True).exists():
+        if jobs.cancel_requested(model=TrainingRun, pk=self.run_id):
             self.cancelled.set()
-
-    def _beat(self) -> None:
-        try:
-            while not self._done.wait(settings.PRM_HEARTBEAT_SECONDS):
-                try:
-                    TrainingRun.objects.filter(pk=self.run_id, status=Status.RUNNING).update(
-                        heartbeat_at=timezone.now()
-                    )
-                    if TrainingRun.objects.filter(pk=self.run_id, cancel_requested=True).exists():
-                        self.cancelled.set()
-                except Exception:  # a missed beat must never take the run down
-                    logger.exception("Heartbeat of training run %s failed", self.run_id)
-                    close_old_connections()
-        finally:
-            connection.close()
 
 
 def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingRun:
@@ -302,14 +242,7 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
     Only a queued run starts: a redelivered task message (a worker restart, Redis's visibility
     timeout on a long run) finds the run already running or finished and does nothing.
     """
-    now = timezone.now()
-    started = TrainingRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
-        status=Status.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        worker_hostname=worker_hostname,
-        worker_pid=os.getpid(),
-    )
+    started = jobs.start(model=TrainingRun, pk=run_id, worker_hostname=worker_hostname)
     run = TrainingRun.objects.get(pk=run_id)
     if not started:
         logger.info("Training run %s is %s, not queued: nothing to do.", run_id, run.status)
@@ -326,17 +259,22 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
             result = _train(run, recorder)
     except KeyboardInterrupt:
         # Ctrl-C on `manage.py train_prm`: record it rather than leave the run to go stale.
-        _finish(run_id, status=Status.CANCELLED, error="Interrupted from the keyboard.")
+        jobs.finish(
+            model=TrainingRun,
+            pk=run_id,
+            status=Status.CANCELLED,
+            error="Interrupted from the keyboard.",
+        )
         raise
     except TrainingCancelled:
         recorder.log("Stopped: cancelled.")
-        _finish(run_id, status=Status.CANCELLED, only_from=(Status.RUNNING,))
+        jobs.finish(model=TrainingRun, pk=run_id, status=Status.CANCELLED)
         return TrainingRun.objects.get(pk=run_id)
     except Exception as exc:
         logger.exception("Training run %s failed", run_id)
         recorder.log(traceback.format_exc(limit=5))
         recorder.flush()
-        _finish(run_id, status=Status.FAILED, error=_error_message(exc))
+        jobs.finish(model=TrainingRun, pk=run_id, status=Status.FAILED, error=_error_message(exc))
         return TrainingRun.objects.get(pk=run_id)
 
     version = _record(run_id=run_id, result=result, recorder=recorder)
@@ -480,7 +418,7 @@ def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | Non
         if run.cancel_requested:
             recorder.log("Stopped: cancelled while the checkpoint was saved; it is removed.")
             recorder.flush()
-            _finish(run_id, status=Status.CANCELLED, only_from=(Status.RUNNING,))
+            jobs.finish(model=TrainingRun, pk=run_id, status=Status.CANCELLED)
             transaction.on_commit(partial(_remove_checkpoint, Path(result.checkpoint_dir)))
             return None
         version, reason = model_versions.record_model_version(
@@ -491,7 +429,7 @@ def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | Non
             {"epoch": index + 1, **epoch} for index, epoch in enumerate(result.epochs)
         ]
         recorder.flush()
-        _finish(run_id, status=Status.SUCCEEDED, only_from=(Status.RUNNING,))
+        jobs.finish(model=TrainingRun, pk=run_id, status=Status.SUCCEEDED)
     return version
 
 
@@ -500,23 +438,5 @@ def _remove_checkpoint(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _finish(
-    run_id: int,
-    *,
-    status: str,
-    error: str = "",
-    only_from: tuple[str, ...] = (Status.RUNNING,),
-) -> bool:
-    """Move a live run to a final status; False when it was no longer in `only_from`."""
-    return bool(
-        TrainingRun.objects.filter(pk=run_id, status__in=only_from).update(
-            status=status, error=error, finished_at=timezone.now()
-        )
-    )
-
-
 def _log_to_run(run_id: int, line: str) -> None:
-    run = TrainingRun.objects.get(pk=run_id)
-    stamp = timezone.now().strftime("%H:%M:%S")
-    lines = (run.log_tail.splitlines() + [f"{stamp} {line[:LOG_LINE_CHARS]}"])[-LOG_TAIL_LINES:]
-    TrainingRun.objects.filter(pk=run_id).update(log_tail="\n".join(lines))
+    jobs.append_log(model=TrainingRun, pk=run_id, text=line)

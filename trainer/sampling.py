@@ -6,27 +6,26 @@ run's counts are committed in one transaction, so a worker killed mid-run leaves
 only and a resumed run does exactly the items not done. Sample i of item p is drawn with seed
 `seed + p * samples + i`: a resumed run asks for the samples it would have drawn anyway.
 
-Delivery follows training runs (`trainer.runs`): the task is acked late but never re-queued
-when its worker dies; a run whose worker is gone is marked failed (resumable) by
+A run is a job (`annotate.jobs`), delivered like training runs: the task is acked late but
+never re-queued when its worker dies; a run whose worker is gone is marked failed (resumable) by
 `mark_stale_sampling_runs_failed`, at worker start and whenever a run is requested or resumed.
 """
 
 import logging
 import os
-import threading
 import traceback
 import uuid
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from typing import Any
 
-from django.conf import settings as django_settings
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from annotate import jobs
 from annotate.celery import queue_task
-from annotate.errors import Conflict, DomainError, Invalid, NotFound
+from annotate.errors import DomainError, Invalid, NotFound
 from labeling.grading import grade_answer
 from labeling.models import Problem, Solution, solution_digest
 from trainer import pipeline, selection
@@ -38,7 +37,6 @@ from trainer.generators import (
     sample_solutions,
 )
 from trainer.models import LocalModel, RolloutLabel, SamplingRun, SamplingRunItem
-from trainer.runs import process_alive
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +50,6 @@ MAX_SAMPLES = {Purpose.SOLUTIONS: 1024, Purpose.ROLLOUTS: 64}
 MAX_ITEMS = 10_000
 # The largest primary key (BigAutoField): a larger id is no row, and PostgreSQL would refuse it.
 MAX_ID = 2**63 - 1
-LOG_TAIL_LINES = 200
-LOG_LINE_CHARS = 500
 STOPPED = "the worker stopped; resume to continue"
 
 
@@ -61,7 +57,7 @@ class InvalidSamplingRun(Invalid):
     """A sampling request whose purpose, ids, sample count or selection is wrong."""
 
 
-class SamplingRefused(Conflict):
+class SamplingRefused(jobs.JobRefused):
     """A cancel or resume the run's status does not allow."""
 
 
@@ -91,10 +87,6 @@ def problem_ids_matching(
 
 
 # --- requesting, cancelling, resuming ---------------------------------------------------------
-
-
-def _stale_cutoff() -> datetime:
-    return timezone.now() - timedelta(seconds=django_settings.PRM_RUN_STALE_SECONDS)
 
 
 def _unique(ids: list[int] | None, *, what: str) -> list[int]:
@@ -132,7 +124,7 @@ def request_sampling_run(
     samples: int,
     problem_ids: list[int] | None = None,
     solution_ids: list[int] | None = None,
-    then_select: dict | None = None,
+    then_select: "selection.SelectionParams | dict | None" = None,
     enqueue: bool = True,
 ) -> SamplingRun:
     """Record a queued run with one item per problem (or solution), and hand it to a worker
@@ -168,15 +160,12 @@ def request_sampling_run(
         raise InvalidSamplingRun(f"At most {MAX_ITEMS} items per run, not {len(ids)}.")
     _check_ids(model, ids, what=model._meta.verbose_name)
     if then_select is not None:
-        if not isinstance(then_select, dict):
-            raise InvalidSamplingRun("then_select is an object of selection parameters.")
         # Checked now so a bad parameter is refused here, not logged after hours of sampling.
-        try:
-            then_select = selection.selection_params(then_select)
-        except (TypeError, ValueError):
-            raise InvalidSamplingRun("then_select holds a parameter of the wrong type.") from None
+        if not isinstance(then_select, selection.SelectionParams):
+            then_select = selection.SelectionParams.from_dict(then_select)
+        then_select = then_select.to_dict()
 
-    mark_stale_sampling_runs_failed(older_than=_stale_cutoff())
+    mark_stale_sampling_runs_failed(older_than=jobs.stale_cutoff())
     with transaction.atomic():
         run = SamplingRun.objects.create(
             purpose=purpose,
@@ -218,7 +207,13 @@ def _queue(*, run_id: int, api_key: str = "") -> None:
     except (BrokerError, OSError) as exc:
         logger.warning("Could not queue %s: %s", run, exc)
         message = f"Could not queue the sampling run: the task broker is unreachable ({exc})."
-        _finish(run_id, status=Status.FAILED, error=message, only_from=(Status.QUEUED,))
+        jobs.finish(
+            model=SamplingRun,
+            pk=run_id,
+            status=Status.FAILED,
+            error=message,
+            only_from=(Status.QUEUED,),
+        )
 
 
 def _get(run_id: int) -> SamplingRun:
@@ -230,18 +225,10 @@ def _get(run_id: int) -> SamplingRun:
 
 def cancel_sampling_run(*, run_id: int) -> SamplingRun:
     """A queued run is cancelled at once; a running one stops after its current item."""
-    run = _get(run_id)
-    now = timezone.now()
-    if SamplingRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
-        status=Status.CANCELLED, cancel_requested=True, finished_at=now
-    ):
-        _log_to_run(run_id, "Cancelled before it started.")
-    elif SamplingRun.objects.filter(pk=run_id, status=Status.RUNNING).update(cancel_requested=True):
-        _log_to_run(run_id, "Cancellation requested; stopping after the current item.")
-    else:
-        run.refresh_from_db()
-        raise SamplingRefused(f"Sampling run {run_id} has already {run.status}.")
-    return SamplingRun.objects.get(pk=run_id)
+    _get(run_id)
+    return jobs.request_cancel(
+        model=SamplingRun, pk=run_id, stops="after the current item", refused=SamplingRefused
+    )
 
 
 def resume_sampling_run(*, run_id: int, enqueue: bool = True, api_key: str = "") -> SamplingRun:
@@ -252,7 +239,7 @@ def resume_sampling_run(*, run_id: int, enqueue: bool = True, api_key: str = "")
     task cannot be queued (the run is failed again, still resumable).
     """
     _get(run_id)
-    mark_stale_sampling_runs_failed(older_than=_stale_cutoff())
+    mark_stale_sampling_runs_failed(older_than=jobs.stale_cutoff())
     with transaction.atomic():
         resumed = SamplingRun.objects.filter(
             pk=run_id, status__in=(Status.FAILED, Status.CANCELLED)
@@ -281,67 +268,17 @@ def resume_sampling_run(*, run_id: int, enqueue: bool = True, api_key: str = "")
 def mark_stale_sampling_runs_failed(
     *, older_than: datetime, worker_hostname: str = ""
 ) -> list[int]:
-    """Fail running runs whose worker is gone (resumable); return their ids.
-
-    Gone: the heartbeat is older than `older_than`, or, given the name of a worker that just
-    started, the run ran on a worker of that name whose process no longer exists.
-    """
-    running = SamplingRun.objects.filter(status=Status.RUNNING)
-    stale = set(running.filter(heartbeat_at__lt=older_than).values_list("pk", flat=True))
-    if worker_hostname:
-        for pk, pid in running.filter(worker_hostname=worker_hostname).values_list(
-            "pk", "worker_pid"
-        ):
-            if pid is None or pid == os.getpid() or not process_alive(pid):
-                stale.add(pk)
-    failed = []
-    for pk in sorted(stale):
-        run = SamplingRun.objects.get(pk=pk)
-        beat = f"{run.heartbeat_at:%Y-%m-%d %H:%M:%S %Z}" if run.heartbeat_at else "none"
-        message = (
-            f"Worker {run.worker_hostname or '(unknown)'} stopped during the run (last "
-            f"heartbeat {beat}): {STOPPED}."
-        )
-        if _finish(pk, status=Status.FAILED, error=message, only_from=(Status.RUNNING,)):
-            logger.warning("Sampling run %s marked failed: %s", pk, message)
-            _log_to_run(pk, message)
-            failed.append(pk)
-    return failed
+    """Fail running runs whose worker is gone (`jobs.recover_stale`'s rule); return their ids.
+    A failed run resumes."""
+    return jobs.recover_stale(
+        model=SamplingRun,
+        older_than=older_than,
+        worker_hostname=worker_hostname,
+        advice=f"{STOPPED}.",
+    )
 
 
 # --- executing (the body of the Celery task) --------------------------------------------------
-
-
-class _Heartbeat:
-    """Writes the run's heartbeat on its own thread, so a long item is not taken for a dead
-    worker."""
-
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"sampling-{run_id}-heartbeat")
-        self._thread.daemon = True
-
-    def __enter__(self) -> "_Heartbeat":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._done.set()
-        self._thread.join(timeout=30)
-
-    def _beat(self) -> None:
-        try:
-            while not self._done.wait(django_settings.PRM_HEARTBEAT_SECONDS):
-                try:
-                    SamplingRun.objects.filter(
-                        pk=self.run_id, status=Status.RUNNING, worker_pid=os.getpid()
-                    ).update(heartbeat_at=timezone.now())
-                except Exception:  # a missed beat must never take the run down
-                    logger.exception("Heartbeat of sampling run %s failed", self.run_id)
-                    close_old_connections()
-        finally:
-            connection.close()
 
 
 def execute_sampling_run(
@@ -353,24 +290,23 @@ def execute_sampling_run(
     nothing. Cancellation is honoured between items; a generator that fails fails the run with
     its message, and the items done stay done.
     """
-    now = timezone.now()
-    started = SamplingRun.objects.filter(pk=run_id, status=Status.QUEUED).update(
-        status=Status.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        worker_hostname=worker_hostname,
-        worker_pid=os.getpid(),
-    )
+    started = jobs.start(model=SamplingRun, pk=run_id, worker_hostname=worker_hostname)
     run = SamplingRun.objects.get(pk=run_id)
     if not started:
         logger.info("Sampling run %s is %s, not queued: nothing to do.", run_id, run.status)
         return run
     _log_to_run(run_id, f"Started on {worker_hostname or 'this process'} (pid {os.getpid()}).")
     try:
-        with _Heartbeat(run_id):
+        # Beats only while this process still holds the run (not after a resume elsewhere).
+        with jobs.heartbeat(model=SamplingRun, pk=run_id, claim={"worker_pid": os.getpid()}):
             finished = _work(run, api_key=api_key)
     except KeyboardInterrupt:
-        _finish(run_id, status=Status.CANCELLED, error="Interrupted from the keyboard.")
+        jobs.finish(
+            model=SamplingRun,
+            pk=run_id,
+            status=Status.CANCELLED,
+            error="Interrupted from the keyboard.",
+        )
         raise
     except _Superseded:
         logger.warning("Sampling run %s is no longer this worker's; stopped", run_id)
@@ -379,17 +315,17 @@ def execute_sampling_run(
         logger.exception("Sampling run %s failed", run_id)
         _log_to_run(run_id, traceback.format_exc(limit=3))
         message = str(exc) if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}"
-        _finish(run_id, status=Status.FAILED, error=message)
+        jobs.finish(model=SamplingRun, pk=run_id, status=Status.FAILED, error=message)
         return SamplingRun.objects.get(pk=run_id)
     if not finished:
         _log_to_run(run_id, "Stopped: cancelled.")
-        _finish(run_id, status=Status.CANCELLED)
+        jobs.finish(model=SamplingRun, pk=run_id, status=Status.CANCELLED)
     elif _succeed(run_id):
         run = SamplingRun.objects.get(pk=run_id)
         _log_to_run(run_id, f"Done: {run.stored} stored, skipped {run.skipped or 'none'}.")
         if run.then_select is not None:
             transaction.on_commit(partial(_select_next_generation, run_id=run_id))
-    elif _finish(run_id, status=Status.CANCELLED):
+    elif jobs.finish(model=SamplingRun, pk=run_id, status=Status.CANCELLED):
         _log_to_run(run_id, "Stopped: cancelled during its last item, which is kept.")
     return SamplingRun.objects.get(pk=run_id)
 
@@ -398,10 +334,8 @@ def _succeed(run_id: int) -> bool:
     """Running -> succeeded, unless a cancel was accepted meanwhile (during the last item):
     a cancel answered "stopping" is honoured, and the selection it would chain is not queued.
     A cancel after this update is refused: the run has already succeeded."""
-    return bool(
-        SamplingRun.objects.filter(pk=run_id, status=Status.RUNNING, cancel_requested=False).update(
-            status=Status.SUCCEEDED, error="", finished_at=timezone.now()
-        )
+    return jobs.finish(
+        model=SamplingRun, pk=run_id, status=Status.SUCCEEDED, claim={"cancel_requested": False}
     )
 
 
@@ -420,7 +354,7 @@ def _work(run: SamplingRun, *, api_key: str = "") -> bool:
     generator = open_generator(spec)
     try:
         for item_id in todo:
-            if SamplingRun.objects.filter(pk=run.pk, cancel_requested=True).exists():
+            if jobs.cancel_requested(model=SamplingRun, pk=run.pk):
                 return False
             item = SamplingRunItem.objects.select_related("problem", "solution__problem").get(
                 pk=item_id
@@ -451,7 +385,7 @@ def _complete(
         stored=locked.stored + stored,
         skipped=totals,
         heartbeat_at=now,
-        log_tail=_appended(locked.log_tail, line),
+        log_tail=jobs.appended(locked.log_tail, line),
     )
 
 
@@ -546,27 +480,8 @@ def _select_next_generation(*, run_id: int) -> None:
 # --- recording --------------------------------------------------------------------------------
 
 
-def _finish(
-    run_id: int, *, status: str, error: str = "", only_from: tuple[str, ...] = (Status.RUNNING,)
-) -> bool:
-    """Move a live run to a final status; False when it was no longer in `only_from`."""
-    return bool(
-        SamplingRun.objects.filter(pk=run_id, status__in=only_from).update(
-            status=status, error=error, finished_at=timezone.now()
-        )
-    )
-
-
-def _appended(log_tail: str, line: str) -> str:
-    stamp = timezone.now().strftime("%H:%M:%S")
-    new = [f"{stamp} {part[:LOG_LINE_CHARS]}" for part in str(line).splitlines() or [""]]
-    return "\n".join((log_tail.splitlines() + new)[-LOG_TAIL_LINES:])
-
-
 def _log_to_run(run_id: int, line: str) -> None:
-    with transaction.atomic():
-        run = SamplingRun.objects.select_for_update().get(pk=run_id)
-        SamplingRun.objects.filter(pk=run_id).update(log_tail=_appended(run.log_tail, line))
+    jobs.append_log(model=SamplingRun, pk=run_id, text=line)
 
 
 def progress(run: SamplingRun) -> dict[str, Any]:

@@ -2,12 +2,13 @@
 
 from django import forms
 
-from annotate.errors import DomainError
+from annotate.params import form_fields, names, params_from_form
 from trainer import sampling
-from trainer.generators import GeneratorSpec, SamplingSettings, outbound
+from trainer.generators import GeneratorChoice, SamplingSettings, outbound
+from trainer.generators.forms import clean_generator, generator_fields
 from trainer.models import LocalModel, SamplingRun
+from trainer.selection import SelectionParams
 
-DEFAULTS = SamplingSettings()
 API_KEY_HELP = (
     "For your own server only: sent with this run's requests, never stored. The operator's "
     "URLs are sent the operator's key."
@@ -60,19 +61,6 @@ class SamplingRunForm(forms.Form):
         label="Samples",
         help_text="Solutions per problem (at most 1024), or rollouts per step (at most 64).",
     )
-    backend = forms.ChoiceField(
-        required=False,
-        choices=[
-            ("", "Configured default"),
-            ("openai", "OpenAI-compatible server"),
-            ("local", "Local model"),
-        ],
-        help_text="The default is GENERATOR_MODEL (and GENERATOR_BASE_URL).",
-    )
-    model = forms.CharField(
-        required=False, max_length=255, help_text="The served model, or a local model's name."
-    )
-    base_url = forms.CharField(required=False, max_length=1024, label="Base URL")
     api_key = forms.CharField(
         required=False,
         max_length=outbound.MAX_KEY_CHARS,
@@ -81,23 +69,22 @@ class SamplingRunForm(forms.Form):
         widget=forms.PasswordInput(render_value=False),
         help_text=API_KEY_HELP,
     )
-    temperature = forms.FloatField(initial=DEFAULTS.temperature, min_value=0, max_value=2)
-    top_p = forms.FloatField(initial=DEFAULTS.top_p, min_value=0.01, max_value=1, label="top_p")
-    max_tokens = forms.IntegerField(initial=DEFAULTS.max_tokens, min_value=1, max_value=32768)
-    seed = forms.IntegerField(initial=DEFAULTS.seed, min_value=0, max_value=2**31 - 1)
     then_select = forms.BooleanField(
         required=False, label="Then select the next generation (with the active model version)"
-    )
-    batch_size = forms.IntegerField(
-        required=False,
-        min_value=0,
-        max_value=1_000_000,
-        label="Selection batch size",
-        help_text="Empty: SELECTION_BATCH_SIZE.",
     )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        what = list(self.fields)[: list(self.fields).index("api_key")]
+        self.fields.update(generator_fields())
+        self.fields.update(form_fields(SelectionParams, only=["batch_size"]))
+        batch = self.fields["batch_size"]
+        batch.label, batch.initial = "Selection batch size", None
+        batch.help_text = "Empty: SELECTION_BATCH_SIZE."
+        # The key right after the server it is for; the selection's batch size last.
+        self.order_fields(
+            [*what, *names(GeneratorChoice), "api_key", *names(SamplingSettings), "then_select"]
+        )
         self.local_models = list(LocalModel.objects.values_list("name", flat=True))
         self.fields["model"].widget.attrs["list"] = "local-models"
         self.fields["base_url"].help_text = base_url_help()
@@ -106,22 +93,10 @@ class SamplingRunForm(forms.Form):
         data = super().clean()
         if self.errors:
             return data
-        try:
-            self.generator = GeneratorSpec.requested(
-                {
-                    "backend": data["backend"],
-                    "model": data.get("model", ""),
-                    "base_url": data.get("base_url", ""),
-                }
-                if data.get("backend")
-                else None,
-                api_key=data.get("api_key", ""),
-            )
-            self.settings = SamplingSettings.from_dict(
-                {k: data[k] for k in ("temperature", "top_p", "max_tokens", "seed")}
-            )
-        except DomainError as exc:
-            raise forms.ValidationError(str(exc)) from None
+        chosen = clean_generator(self, api_key=data.get("api_key", ""))
+        if chosen is None:
+            return data
+        self.generator, self.settings = chosen
         self.problem_ids = self.solution_ids = None
         if data["purpose"] == SamplingRun.Purpose.SOLUTIONS:
             ids = _ids(data.get("problem_ids", ""), what="Problem")
@@ -141,6 +116,5 @@ class SamplingRunForm(forms.Form):
                 raise forms.ValidationError("A run of rollouts needs solution ids.")
         self.then_select = None
         if data.get("then_select"):
-            batch = data.get("batch_size")
-            self.then_select = {} if batch is None else {"batch_size": batch}
+            self.then_select = params_from_form(self, SelectionParams, only=["batch_size"])
         return data

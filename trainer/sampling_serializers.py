@@ -3,6 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from annotate.params import describe
 from trainer.generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
 from trainer.models import SamplingRun
 from trainer.sampling import MAX_ID, MAX_ITEMS, problem_ids_matching, progress
@@ -98,7 +99,10 @@ class SamplingRunRequestSerializer(serializers.Serializer):
         "operator's URLs are sent the operator's key."
     )
     sampling = serializers.DictField(
-        required=False, default=dict, help_text="temperature, top_p, max_tokens, seed."
+        required=False,
+        default=dict,
+        help_text=f"Sampling settings ({describe(SamplingSettings)}); left out, each takes its "
+        f"default ({SamplingSettings().to_dict()}).",
     )
     then_select = GenerationRequestSerializer(
         required=False,
@@ -110,9 +114,8 @@ class SamplingRunRequestSerializer(serializers.Serializer):
 
     def validate(self, data: dict) -> dict:
         # InvalidGenerator is a domain error: the API's exception handler answers 400 with it.
-        generator = data.get("generator")
         data["generator"] = GeneratorSpec.requested(
-            generator or None, api_key=data.pop("api_key", "")
+            data.get("generator"), api_key=data.pop("api_key", "")
         )
         data["settings"] = SamplingSettings.from_dict(data.pop("sampling", None))
         if data["purpose"] == "solutions" and not data.get("problem_ids"):

@@ -3,13 +3,17 @@
 A refusal on the form page is shown on that page, with the status annotate.errors gives its kind.
 """
 
+from functools import partial
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from annotate import job_views
 from annotate.errors import DomainError, http_status
 from labeling.permissions import ADMIN, RESEARCHER, has_role
 from trainer import sampling
@@ -63,11 +67,10 @@ def sampling_list(request: HttpRequest) -> HttpResponse:
                 status = http_status(exc)
             else:
                 return redirect("sampling-detail", run_id=run.pk)
-    recent = _recent_runs()
     return render(
         request,
         "trainer/sampling_list.html",
-        {"runs": recent, "form": form, "live": any(run.is_live for run in recent)},
+        {**job_views.table_context(_recent_runs()), "form": form},
         status=status,
     )
 
@@ -76,18 +79,14 @@ def sampling_list(request: HttpRequest) -> HttpResponse:
 def sampling_table(request: HttpRequest) -> HttpResponse:
     """The runs table alone, polled by htmx while a run is live."""
     _require_researcher(request)
-    recent = _recent_runs()
-    return render(
-        request,
-        "trainer/_sampling_table.html",
-        {"runs": recent, "live": any(run.is_live for run in recent)},
-    )
+    return render(request, "trainer/_sampling_table.html", job_views.table_context(_recent_runs()))
 
 
 def _context(run: SamplingRun) -> dict:
     solutions = run.solutions.select_related("problem").order_by("pk")
     return {
         "run": run,
+        "job": run,
         "progress": sampling.progress(run),
         "solutions": solutions[:SOLUTIONS_SHOWN],
         "solution_count": solutions.count(),
@@ -116,16 +115,12 @@ def sampling_progress(request: HttpRequest, run_id: int) -> HttpResponse:
 def sampling_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     _require_researcher(request)
     _run_or_404(run_id)
-    try:
-        run = sampling.cancel_sampling_run(run_id=run_id)
-    except DomainError as exc:
-        messages.error(request, str(exc))
-    else:
-        if run.status == SamplingRun.Status.CANCELLED:
-            messages.success(request, f"Sampling run {run_id} is cancelled.")
-        else:
-            messages.info(request, f"Sampling run {run_id} stops after its current item.")
-    return redirect("sampling-detail", run_id=run_id)
+    return job_views.cancel(
+        request,
+        cancel_job=partial(sampling.cancel_sampling_run, run_id=run_id),
+        stops="after its current item",
+        then=reverse("sampling-detail", args=[run_id]),
+    )
 
 
 @login_required

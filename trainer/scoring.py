@@ -9,28 +9,29 @@ range lost the version's scores (the version was activated again) is reopened.
 A worker claims a chunk by locking its row (`SELECT ... FOR UPDATE SKIP LOCKED` on PostgreSQL:
 workers never wait on each other), scores the solutions of the range that still lack the
 version's scores, and commits those scores with the chunk's done mark in one transaction. A
-claim is numbered (`attempts`): a chunk whose worker stopped beating (PRM_RUN_STALE_SECONDS) is
-claimed again, and the late worker, finding its claim is no longer the current one, writes
-nothing. The scoring's progress is the sum of its chunks.
+chunk is a job (`annotate.jobs`): queued, running, then succeeded (done). A claim is numbered
+(`attempts`): a chunk whose worker stopped beating (PRM_RUN_STALE_SECONDS) is claimed again, and
+the late worker, finding its claim is no longer the current one, writes nothing. A chunk
+cancelled, or failed, is scored again by the next planning. The scoring's progress is the sum
+of its chunks.
 
 Three callers: the `gpu`-queue task per chunk (`run_chunk`), and in-process scoring
 (`score_in_process`) for selection and `pipeline.score_with_model_version`, which claims the
-pending chunks itself, waits for those other workers hold, and takes stale ones over.
+queued chunks itself, waits for those other workers hold, and takes stale ones over.
 """
 
 import logging
 import os
 import socket
-import threading
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
-from django.db.models import Q, QuerySet
-from django.utils import timezone
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
 
+from annotate import jobs
 from labeling.models import Solution
 from trainer.models import ModelVersion, ScoringChunk
 
@@ -54,7 +55,8 @@ def unscored(model_version: ModelVersion | int) -> QuerySet[Solution]:
 
 def plan_scoring(*, model_version: ModelVersion, chunk_size: int | None = None) -> int:
     """Plan chunks for every solution lacking the version's scores; returns how many chunks
-    were created or reopened (0: everything is scored or already in a chunk)."""
+    were created or reopened (0: everything is scored or already in a chunk). A finished chunk
+    (done, cancelled or failed) whose range lacks the version's scores is reopened."""
     size = chunk_size or settings.PRM_SCORE_CHUNK
     with transaction.atomic():
         # Two planners of one version (a scoring task and a selection) would cut overlapping
@@ -96,7 +98,7 @@ def plan_scoring(*, model_version: ModelVersion, chunk_size: int | None = None) 
             if i < len(existing) and existing[i][1] <= pk:
                 close()
                 chunk_pk, _, _, status = existing[i]
-                if status == Status.DONE:
+                if status in ScoringChunk.FINISHED:
                     reopen[chunk_pk] = reopen.get(chunk_pk, 0) + 1
                 continue
             if current and (current[2] >= size or i != boundary):
@@ -111,7 +113,12 @@ def plan_scoring(*, model_version: ModelVersion, chunk_size: int | None = None) 
         ScoringChunk.objects.bulk_create(new, batch_size=1000)
         for chunk_pk, count in reopen.items():
             ScoringChunk.objects.filter(pk=chunk_pk).update(
-                status=Status.PENDING, solutions=count, scored=0, finished_at=None
+                status=Status.QUEUED,
+                solutions=count,
+                scored=0,
+                finished_at=None,
+                cancel_requested=False,
+                error="",
             )
     if new or reopen:
         logger.info(
@@ -124,10 +131,9 @@ def plan_scoring(*, model_version: ModelVersion, chunk_size: int | None = None) 
 
 
 def chunks_to_do(*, model_version_id: int) -> list[int]:
-    """Ids of the version's chunks not done, lowest range first."""
+    """Ids of the version's chunks queued or running, lowest range first."""
     return list(
-        ScoringChunk.objects.filter(model_version_id=model_version_id)
-        .exclude(status=Status.DONE)
+        ScoringChunk.objects.filter(model_version_id=model_version_id, status__in=ScoringChunk.LIVE)
         .order_by("first_solution_id")
         .values_list("pk", flat=True)
     )
@@ -136,25 +142,20 @@ def chunks_to_do(*, model_version_id: int) -> list[int]:
 # --- claiming and scoring one chunk -----------------------------------------------------------
 
 
-def _stale_before() -> datetime:
-    return timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS)
-
-
 def claim_chunk(
     *, model_version_id: int, worker_hostname: str, chunk_id: int | None = None
 ) -> ScoringChunk | None:
-    """Take a pending chunk, or one whose worker stopped beating; None when there is none.
+    """Take a queued chunk, or one whose worker stopped beating; None when there is none.
 
     Given `chunk_id`, only that chunk (None when it is done or another worker holds it).
     """
-    now = timezone.now()
     with transaction.atomic():
         claimable = (
             ScoringChunk.objects.select_for_update(skip_locked=True)
             .filter(model_version_id=model_version_id)
             .filter(
-                Q(status=Status.PENDING)
-                | Q(status=Status.RUNNING, heartbeat_at__lt=_stale_before())
+                Q(status=Status.QUEUED)
+                | Q(status=Status.RUNNING, heartbeat_at__lt=jobs.stale_cutoff())
             )
         )
         if chunk_id is not None:
@@ -169,25 +170,30 @@ def claim_chunk(
                 chunk.worker_hostname,
                 chunk.heartbeat_at,
             )
-        chunk.status = Status.RUNNING
-        chunk.attempts += 1
-        chunk.worker_hostname = worker_hostname[:255]
-        chunk.claimed_at = chunk.heartbeat_at = now
-        chunk.save(
-            update_fields=["status", "attempts", "worker_hostname", "claimed_at", "heartbeat_at"]
+        # No pid: any process of the worker may hold a chunk, and a worker restarting under
+        # its name puts all of them back (`release_chunks`).
+        jobs.start(
+            model=ScoringChunk,
+            pk=chunk.pk,
+            worker_hostname=worker_hostname,
+            record_pid=False,
+            only_from=(Status.QUEUED, Status.RUNNING),
+            values={"attempts": F("attempts") + 1},
         )
+        chunk.refresh_from_db()
     return chunk
 
 
 def score_chunk(*, chunk: ScoringChunk, prm: "PRM", batch_size: int = 32) -> int:
     """Score a claimed chunk and mark it done in one transaction; returns how many it wrote
-    (0 when another worker took the chunk over meanwhile: that worker writes it)."""
+    (0 when another worker took the chunk over meanwhile: that worker writes it; 0 when it was
+    cancelled meanwhile: it ends cancelled, and the next planning reopens it)."""
     # Imported here to keep torch out of the web process, which never scores.
     from trainer.score import scored_updates, write_scores
 
     claim = {"pk": chunk.pk, "status": Status.RUNNING, "attempts": chunk.attempts}
     try:
-        with _Heartbeat(claim):
+        with jobs.heartbeat(model=ScoringChunk, pk=chunk.pk, claim={"attempts": chunk.attempts}):
             updates = scored_updates(
                 prm=prm,
                 solutions=unscored(chunk.model_version_id).filter(
@@ -197,53 +203,26 @@ def score_chunk(*, chunk: ScoringChunk, prm: "PRM", batch_size: int = 32) -> int
                 batch_size=batch_size,
             )
     except Exception:
-        # Back to pending, so the page does not show a scoring that stopped as running; the
+        # Queued again, so the page does not show a scoring that stopped as running; the
         # next planning (worker start, periodic task) queues it again.
-        ScoringChunk.objects.filter(**claim).update(status=Status.PENDING)
+        ScoringChunk.objects.filter(**claim).update(status=Status.QUEUED)
         raise
     with transaction.atomic():
-        if not ScoringChunk.objects.select_for_update().filter(**claim).exists():
+        current = ScoringChunk.objects.select_for_update().filter(**claim).first()
+        if current is None:
             logger.warning("%s was taken over by another worker; not writing it", chunk)
             return 0
+        if current.cancel_requested:
+            jobs.finish(model=ScoringChunk, pk=chunk.pk, status=Status.CANCELLED)
+            return 0
         write_scores(updates)
-        ScoringChunk.objects.filter(pk=chunk.pk).update(
-            status=Status.DONE, scored=len(updates), finished_at=timezone.now()
+        jobs.finish(
+            model=ScoringChunk,
+            pk=chunk.pk,
+            status=Status.SUCCEEDED,
+            values={"scored": len(updates)},
         )
     return len(updates)
-
-
-class _Heartbeat:
-    """Beats for a claimed chunk on its own thread, so a long chunk is not taken over."""
-
-    def __init__(self, claim: dict) -> None:
-        self.claim = claim
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"chunk-{claim['pk']}-heartbeat")
-        self._thread.daemon = True
-        # Inside a caller's transaction (a test, a caller's atomic block) no other connection
-        # sees this claim, so there is nobody to beat for.
-        self._enabled = not connection.in_atomic_block
-
-    def __enter__(self) -> "_Heartbeat":
-        if self._enabled:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self._enabled:
-            self._done.set()
-            self._thread.join(timeout=30)
-
-    def _beat(self) -> None:
-        try:
-            while not self._done.wait(settings.PRM_HEARTBEAT_SECONDS):
-                try:
-                    ScoringChunk.objects.filter(**self.claim).update(heartbeat_at=timezone.now())
-                except Exception:  # a missed beat must never take the chunk down
-                    logger.exception("Heartbeat of scoring chunk %s failed", self.claim["pk"])
-                    close_old_connections()
-        finally:
-            connection.close()
 
 
 # --- the callers ------------------------------------------------------------------------------
@@ -307,25 +286,14 @@ def score_in_process(
         time.sleep(WAIT_SECONDS)
 
 
-def release_chunks(
-    *, worker_hostname: str = "", stale_before: datetime | None = None
-) -> list[ScoringChunk]:
-    """Put back to pending the running chunks of a worker that restarted under the same name,
-    or whose heartbeat is older than `stale_before`; returns them."""
-    gone = Q()
-    if worker_hostname:
-        gone |= Q(worker_hostname=worker_hostname)
-    if stale_before is not None:
-        gone |= Q(heartbeat_at__lt=stale_before)
-    if not gone:
-        return []
-    with transaction.atomic():
-        chunks = list(
-            ScoringChunk.objects.select_for_update(skip_locked=True)
-            .filter(status=Status.RUNNING)
-            .filter(gone)
-        )
-        for chunk in chunks:
-            logger.warning("%s lost its worker %s; pending again", chunk, chunk.worker_hostname)
-        ScoringChunk.objects.filter(pk__in=[c.pk for c in chunks]).update(status=Status.PENDING)
-    return chunks
+def release_chunks(*, worker_hostname: str = "", stale_before: datetime | None = None) -> list[int]:
+    """Queue again the running chunks whose worker is gone (`jobs.recover_stale`'s rule: a
+    worker that restarted under the same name, or a heartbeat older than `stale_before`);
+    returns their ids."""
+    return jobs.recover_stale(
+        model=ScoringChunk,
+        older_than=stale_before,
+        worker_hostname=worker_hostname,
+        to_status=Status.QUEUED,
+        advice="queued again for any worker to score.",
+    )

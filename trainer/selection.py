@@ -46,12 +46,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max, QuerySet
 
 from annotate import locks
 from annotate.errors import Conflict, Invalid
+from annotate.params import Params, like, param
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, Solution
 from labeling.selectors import has_submitted_label
 from labeling.services import overlap
@@ -242,49 +242,75 @@ def choose(
     seed: int = 0,
 ) -> list[Pick]:
     """The batch a strategy picks from in-memory candidates, in selection order."""
-    check_params(
+    checked = SelectionParams.check(
         strategy=strategy,
-        batch_size=batch_size,
-        per_problem_cap=per_problem_cap,
-        wrong_share=wrong_share,
-        quality_control_count=0 if batch_size else 1,
-    )
-    return STRATEGIES[strategy](
-        candidates,
         batch_size=batch_size,
         per_problem_cap=per_problem_cap,
         wrong_share=wrong_share,
         seed=seed,
     )
+    return _pick(candidates, **checked)
 
 
-def check_params(
-    *,
-    strategy: str,
-    batch_size: int,
-    per_problem_cap: int,
-    wrong_share: float,
-    quality_control_count: int,
-    overlap_share: float = 0.0,
-    overlap_labelers: int = 2,
-) -> None:
-    """InvalidSelection naming the first bad parameter."""
-    if strategy not in STRATEGIES:
-        raise InvalidSelection(f"strategy must be one of {', '.join(sorted(STRATEGIES))}.")
-    if batch_size < 0 or quality_control_count < 0:
-        raise InvalidSelection("batch_size and quality_control_count cannot be negative.")
-    if batch_size + quality_control_count == 0:
-        raise InvalidSelection(
-            "batch_size and quality_control_count are both 0: nothing to select."
-        )
-    if per_problem_cap < 1:
-        raise InvalidSelection("per_problem_cap must be at least 1.")
-    if not 0.0 <= wrong_share <= 1.0:
-        raise InvalidSelection("wrong_share must be between 0 and 1.")
-    try:
-        overlap.check_overlap(share=overlap_share, labelers=overlap_labelers)
-    except overlap.InvalidOverlap as exc:
-        raise InvalidSelection(str(exc)) from None
+def _pick(candidates: Sequence[Candidate], *, strategy: str, **arguments: Any) -> list[Pick]:
+    return STRATEGIES[strategy](candidates, **arguments)
+
+
+@dataclass(frozen=True)
+class SelectionParams(Params):
+    """How the next generation is selected: what the generations page's form, the API
+    (`POST /api/generations/`, a sampling run's `then_select`) and `manage.py select_generation`
+    take, all derived from here. A parameter left out takes its SELECTION_* setting."""
+
+    invalid = InvalidSelection
+    noun = "selection parameter"
+
+    strategy: str = param(setting="SELECTION_STRATEGY", label="Strategy", choices=tuple(STRATEGIES))
+    batch_size: int = param(
+        setting="SELECTION_BATCH_SIZE",
+        label="Batch size",
+        help="Solutions labeled once each.",
+        low=0,
+        high=1_000_000,
+    )
+    per_problem_cap: int = param(
+        setting="SELECTION_PER_PROBLEM_CAP", label="Per-problem cap", low=1, high=1_000_000
+    )
+    wrong_share: float = param(
+        setting="SELECTION_WRONG_SHARE",
+        label="Wrong-answer share",
+        help="Share of the batch that is convincing wrong answers (that strategy only).",
+        low=0,
+        high=1,
+    )
+    quality_control_count: int = param(
+        setting="SELECTION_QUALITY_CONTROL_COUNT",
+        label="Quality-control solutions",
+        help="Served to every labeler, on top of the batch.",
+        low=0,
+        high=100_000,
+    )
+    overlap_share: float = like(
+        overlap.OverlapParams,
+        "share",
+        setting="SELECTION_OVERLAP_SHARE",
+        label="Overlap share",
+        help="Share of the batch labeled by several labelers, for agreement.",
+    )
+    overlap_labelers: int = like(
+        overlap.OverlapParams,
+        "labelers",
+        setting="SELECTION_OVERLAP_LABELERS",
+        label="Labelers per overlapping solution",
+    )
+    seed: int = param(0, label="Seed", help="Breaks ties.", low=0, high=2**31 - 1)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.batch_size + self.quality_control_count == 0:
+            raise InvalidSelection(
+                "batch_size and quality_control_count are both 0: nothing to select."
+            )
 
 
 # --- publishing a generation (the write) ------------------------------------------------------
@@ -467,7 +493,7 @@ def select_generation(
     Raises InvalidSelection for bad parameters, SelectionConflict for an empty selection or a
     generation published at the same moment by someone else.
     """
-    check_params(
+    params = SelectionParams(
         strategy=strategy,
         batch_size=batch_size,
         per_problem_cap=per_problem_cap,
@@ -475,7 +501,21 @@ def select_generation(
         quality_control_count=quality_control_count,
         overlap_share=overlap_share,
         overlap_labelers=overlap_labelers,
+        seed=seed,
     )
+    return publish_generation(
+        model_version=model_version, params=params, prm=prm, request_id=request_id
+    )
+
+
+def publish_generation(
+    *,
+    model_version: ModelVersion | None,
+    params: SelectionParams,
+    prm: "PRM | None" = None,
+    request_id: str = "",
+) -> Generation:
+    """`select_generation` with its parameters checked already (`SelectionParams`)."""
     if request_id:
         done = Generation.objects.filter(params__request_id=request_id).first()
         if done is not None:
@@ -496,28 +536,28 @@ def select_generation(
                     logger.info("Selection %s already published %s.", request_id, done)
                     return done
             # Enough random ones for quality control whatever the batch and the gold take.
+            qc_count = params.quality_control_count
             listed = shortlist(
                 _pool_rows(model_version=model_version),
-                strategy=strategy,
-                per_problem_cap=per_problem_cap,
-                random_count=quality_control_count
-                and (quality_control_count + batch_size + _gold().count()),
-                seed=seed,
+                strategy=params.strategy,
+                per_problem_cap=params.per_problem_cap,
+                random_count=qc_count and (qc_count + params.batch_size + _gold().count()),
+                seed=params.seed,
             )
-            picks = choose(
-                candidates=listed.candidates,
-                strategy=strategy,
-                batch_size=batch_size,
-                per_problem_cap=per_problem_cap,
-                wrong_share=wrong_share,
-                seed=seed,
+            picks = _pick(
+                listed.candidates,
+                strategy=params.strategy,
+                batch_size=params.batch_size,
+                per_problem_cap=params.per_problem_cap,
+                wrong_share=params.wrong_share,
+                seed=params.seed,
             )
             chosen = {pick.candidate.solution_id for pick in picks}
             quality_control_picks = _quality_control(
-                count=quality_control_count,
+                count=qc_count,
                 candidates=listed.random,
                 chosen=chosen,
-                seed=seed,
+                seed=params.seed,
                 model_version=model_version,
             )
             if not picks and not quality_control_picks:
@@ -525,15 +565,8 @@ def select_generation(
                     "Nothing to select: every solution is labeled, reserved for quality control "
                     "or screening, or belongs to a problem reported bad."
                 )
-            params: dict[str, Any] = {
-                "strategy": strategy,
-                "batch_size": batch_size,
-                "per_problem_cap": per_problem_cap,
-                "wrong_share": wrong_share,
-                "quality_control_count": quality_control_count,
-                "overlap_share": overlap_share,
-                "overlap_labelers": overlap_labelers,
-                "seed": seed,
+            recorded: dict[str, Any] = {
+                **params.to_dict(),
                 "pool": listed.pool,
                 "scored": scored,
                 "selected": dict(
@@ -541,9 +574,9 @@ def select_generation(
                 ),
             }
             if request_id:
-                params["request_id"] = request_id
+                recorded["request_id"] = request_id
             generation = Generation.objects.create(
-                number=next_generation_number(), model_version=model_version, params=params
+                number=next_generation_number(), model_version=model_version, params=recorded
             )
             _record(
                 generation=generation,
@@ -552,13 +585,13 @@ def select_generation(
                 model_version=model_version,
             )
             overlap.set_overlap(
-                generation=generation, share=overlap_share, labelers=overlap_labelers
+                generation=generation, share=params.overlap_share, labelers=params.overlap_labelers
             )
     except IntegrityError:
         raise SelectionConflict(
             "Another generation was published at the same moment; try again."
         ) from None
-    logger.info("Published %s: %s", generation, params["selected"])
+    logger.info("Published %s: %s", generation, recorded["selected"])
     return generation
 
 
@@ -596,39 +629,12 @@ def _record(
     )
 
 
-# --- the parameters and the task's body --------------------------------------------------------
-
-PARAM_NAMES = (
-    "strategy",
-    "batch_size",
-    "per_problem_cap",
-    "wrong_share",
-    "quality_control_count",
-    "overlap_share",
-    "overlap_labelers",
-    "seed",
-)
+# --- the task's body -------------------------------------------------------------------------
 
 
 def selection_params(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every selection parameter: the given ones, the SELECTION_* settings for the rest."""
-    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    unknown = set(overrides) - set(PARAM_NAMES)
-    if unknown:
-        raise InvalidSelection(f"Unknown selection parameter(s): {', '.join(sorted(unknown))}.")
-    defaults = {
-        "strategy": settings.SELECTION_STRATEGY,
-        "batch_size": settings.SELECTION_BATCH_SIZE,
-        "per_problem_cap": settings.SELECTION_PER_PROBLEM_CAP,
-        "wrong_share": settings.SELECTION_WRONG_SHARE,
-        "quality_control_count": settings.SELECTION_QUALITY_CONTROL_COUNT,
-        "overlap_share": settings.SELECTION_OVERLAP_SHARE,
-        "overlap_labelers": settings.SELECTION_OVERLAP_LABELERS,
-        "seed": 0,
-    }
-    params = {**defaults, **overrides}
-    check_params(**{k: params[k] for k in PARAM_NAMES if k != "seed"})
-    return params
+    return SelectionParams.from_dict(overrides).to_dict()
 
 
 def execute_selection(
@@ -637,8 +643,10 @@ def execute_selection(
     """The body of the Celery task: select with the given version, or log why not."""
     version = ModelVersion.objects.get(pk=model_version_id)
     try:
-        return select_generation(
-            model_version=version, request_id=request_id, **selection_params(params)
+        return publish_generation(
+            model_version=version,
+            params=SelectionParams.from_dict(params),
+            request_id=request_id,
         )
     except (InvalidSelection, SelectionConflict) as exc:
         logger.warning("No generation selected with %s: %s", version, exc)

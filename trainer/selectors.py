@@ -48,11 +48,11 @@ def submitted_sessions_since(*, since: datetime | None) -> int:
 
 
 def training_runs() -> QuerySet[TrainingRun]:
-    return TrainingRun.objects.select_related("triggered_by", "model_version").defer("log_tail")
+    return TrainingRun.objects.select_related("requested_by", "model_version").defer("log_tail")
 
 
 def training_run(*, run_id: int) -> TrainingRun:
-    return TrainingRun.objects.select_related("triggered_by", "model_version").get(pk=run_id)
+    return TrainingRun.objects.select_related("requested_by", "model_version").get(pk=run_id)
 
 
 def model_versions() -> QuerySet[ModelVersion]:
@@ -79,7 +79,7 @@ def scoring_chunks(*, model_version: ModelVersion | int) -> ChunkProgress:
     chunks = ScoringChunk.objects.filter(model_version=model_version)
     totals = chunks.aggregate(
         chunks=Count("pk"),
-        done=Count("pk", filter=Q(status=ScoringChunk.Status.DONE)),
+        done=Count("pk", filter=Q(status=ScoringChunk.Status.SUCCEEDED)),
         solutions=Sum("solutions"),
         scored=Sum("scored"),
     )

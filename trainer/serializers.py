@@ -4,23 +4,32 @@ generations."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from annotate.params import describe, params_from_data, serializer_fields
 from labeling.models import Generation
-from labeling.services.overlap import MAX_OVERLAP_LABELERS
+from labeling.services.overlap import OverlapParams
 from trainer import selectors
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
 from trainer.scoring_service import MAX_SOLUTIONS, MAX_STEPS, MAX_TEXT_CHARS
-from trainer.selection import STRATEGIES
+from trainer.selection import SelectionParams
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
-    triggered_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    # The requester's old name, still answered for clients written before runs were jobs.
+    triggered_by = serializers.SlugRelatedField(
+        source="requested_by",
+        slug_field="username",
+        read_only=True,
+        help_text="Deprecated: the same as requested_by.",
+    )
 
     class Meta:
         model = TrainingRun
         fields = [
             "id",
             "status",
+            "requested_by",
             "triggered_by",
             "params",
             "dataset_size",
@@ -45,14 +54,13 @@ class TrainingRunRequestSerializer(serializers.Serializer):
     params = serializers.DictField(
         required=False,
         default=dict,
-        help_text="Training parameters (epochs, learning_rate, batch_size, max_minutes, "
-        "include_quality_control, include_screening, generation_min, generation_max, ...: "
-        "the fields of trainer.params.TrainingParams); missing ones take their defaults.",
+        help_text=f"Training parameters ({describe(TrainingParams)}: the fields of "
+        "trainer.params.TrainingParams); missing ones take their defaults.",
     )
 
     def validate_params(self, value: dict) -> TrainingParams:
         # InvalidParams is a domain error: the API's exception handler answers 400 with it.
-        return TrainingParams.from_dict(value)
+        return TrainingParams.requested(value)
 
 
 class ScoringSerializer(serializers.Serializer):
@@ -90,25 +98,24 @@ class GenerationSerializer(serializers.ModelSerializer):
 
 
 class GenerationRequestSerializer(serializers.Serializer):
-    """Selection parameters; missing ones take the SELECTION_* settings."""
+    """Selection parameters (trainer.selection.SelectionParams); missing ones take the
+    SELECTION_* settings. Valid data is the SelectionParams."""
 
-    strategy = serializers.ChoiceField(choices=sorted(STRATEGIES), required=False)
-    batch_size = serializers.IntegerField(min_value=0, max_value=1_000_000, required=False)
-    per_problem_cap = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
-    wrong_share = serializers.FloatField(min_value=0.0, max_value=1.0, required=False)
-    quality_control_count = serializers.IntegerField(min_value=0, max_value=100_000, required=False)
-    overlap_share = serializers.FloatField(min_value=0.0, max_value=1.0, required=False)
-    overlap_labelers = serializers.IntegerField(
-        min_value=2, max_value=MAX_OVERLAP_LABELERS, required=False
-    )
-    seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+    def get_fields(self) -> dict:
+        return {**serializer_fields(SelectionParams), **super().get_fields()}
+
+    def validate(self, data: dict) -> SelectionParams:
+        return params_from_data(SelectionParams, data)
 
 
 class OverlapSerializer(serializers.Serializer):
     """A generation's overlap: `share` of its solutions labeled by `labelers` labelers each."""
 
-    share = serializers.FloatField(min_value=0.0, max_value=1.0)
-    labelers = serializers.IntegerField(min_value=2, max_value=MAX_OVERLAP_LABELERS)
+    def get_fields(self) -> dict:
+        return {**serializer_fields(OverlapParams, required=True), **super().get_fields()}
+
+    def validate(self, data: dict) -> dict:
+        return params_from_data(OverlapParams, data).to_dict()
 
 
 class OverlapResultSerializer(OverlapSerializer):

@@ -19,7 +19,7 @@ commits its scores with its done mark. A chunk whose worker died is not left to 
 (the filesystem transport deletes a message as a worker takes it, Redis gives an
 unacknowledged one back only after its visibility timeout, an hour by default, and
 `reject_on_worker_lost` would loop forever on a chunk that kills its worker every time): a
-worker starting under the dead one's name puts its chunks back to pending and queues them, the
+worker starting under the dead one's name queues its chunks again (status and message), the
 periodic task does the same for chunks whose heartbeat went stale, and a duplicate message
 finds its chunk done or taken and returns.
 """

@@ -38,9 +38,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from trainer import metrics as m
-from trainer.params import SCHEDULES, TrainingParams
+from trainer.params import TrainingParams
 from trainer.prm import (
-    AGGREGATIONS,
     IGNORE,
     NOT_SOFT,
     PRM,
@@ -106,12 +105,6 @@ def train_prm(
         raise FileExistsError(f"{out_dir} already exists.")
     if not train:
         raise ValueError("No training examples.")
-    if params.schedule not in SCHEDULES:
-        raise ValueError(f"Unknown schedule {params.schedule!r}: use one of {SCHEDULES}.")
-    if params.aggregation not in AGGREGATIONS:
-        raise ValueError(
-            f"Unknown aggregation {params.aggregation!r}: use one of {sorted(AGGREGATIONS)}."
-        )
     emit = on_progress or (lambda event: None)
     stop = should_stop or (lambda: False)
     started = time.monotonic()

@@ -6,6 +6,8 @@ the next one).
 A refusal on a form page is shown on that page, with the status annotate.errors gives its kind.
 """
 
+from functools import partial
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,6 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
+from annotate import job_views
 from annotate.errors import DomainError, http_status
 from labeling import agreement
 from labeling.models import Generation, Solution
@@ -62,14 +65,12 @@ def run_list(request: HttpRequest) -> HttpResponse:
                 # No flash message: the run page's live status says where the run is, and a
                 # message saying "queued" would stay after the run had finished.
                 return redirect("run-detail", run_id=run.pk)
-    recent = _recent_runs()
     return render(
         request,
         "trainer/run_list.html",
         {
-            "runs": recent,
+            **job_views.table_context(_recent_runs()),
             "form": form,
-            "live": any(run.is_live for run in recent),
             "metric": settings.PRM_PROMOTE_METRIC,
         },
         status=status,
@@ -80,15 +81,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_table(request: HttpRequest) -> HttpResponse:
     """The runs table alone, polled by htmx while a run is live."""
     _require_researcher(request)
-    recent = _recent_runs()
     return render(
         request,
         "trainer/_run_table.html",
-        {
-            "runs": recent,
-            "live": any(run.is_live for run in recent),
-            "metric": settings.PRM_PROMOTE_METRIC,
-        },
+        {**job_views.table_context(_recent_runs()), "metric": settings.PRM_PROMOTE_METRIC},
     )
 
 
@@ -109,6 +105,7 @@ def _run_context(run: TrainingRun) -> dict:
     names = sorted({key for epoch in run.metrics for key in epoch if key != "epoch"})
     return {
         "run": run,
+        "job": run,
         "epochs": [epoch.get("epoch") for epoch in run.metrics],
         "metric_rows": [
             (name, [_metric_text(epoch.get(name)) for epoch in run.metrics]) for name in names
@@ -136,16 +133,12 @@ def run_progress(request: HttpRequest, run_id: int) -> HttpResponse:
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     _require_researcher(request)
     _run_or_404(run_id)
-    try:
-        run = runs.cancel_training_run(run_id=run_id)
-    except DomainError as exc:
-        messages.error(request, str(exc))
-    else:
-        if run.status == TrainingRun.Status.CANCELLED:
-            messages.success(request, f"Training run {run_id} is cancelled.")
-        else:
-            messages.info(request, f"Training run {run_id} stops at its next step.")
-    return redirect("run-detail", run_id=run_id)
+    return job_views.cancel(
+        request,
+        cancel_job=partial(runs.cancel_training_run, run_id=run_id),
+        stops="at its next step",
+        then=reverse("run-detail", args=[run_id]),
+    )
 
 
 @login_required

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from labeling import quality
 from labeling.models import LabelingSession, Solution, StepLabel, StepRating
+from labeling.prm800k import RATINGS
 from labeling.roles import sync_role_groups
 from labeling.services.importing import ImportResult, import_problems, import_solutions
 from labeling.services.labelers import get_or_create_labeler
@@ -65,7 +66,6 @@ def seed_demo() -> dict[str, ImportResult]:
 DEMO_LABELERS = ("demo-labeler-1", "demo-labeler-2", "demo-labeler-3")
 DEMO_SHARED_LABELS = 250
 DEMO_LABEL_NOISE = 0.06
-RATINGS = (-1, 0, 1)
 
 
 def _noisy(gold: list[int], rng: random.Random) -> list[int]:

@@ -1,22 +1,24 @@
 """Imports as jobs: an uploaded file is checked, stored, and imported by a worker.
 
-The importers themselves (`importing`, `prm800k_import`) are all-or-nothing; a job only records who
-uploaded what and how it ended, so a script can poll it. A stored file lives only as long as its
-job has work to do: a refused upload and a finished job, failed or not, leave nothing in
-`var/imports`.
+The importers themselves (`importing`, `prm800k_import`) are all-or-nothing; a job (`annotate.jobs`)
+records who uploaded what and how it ended, so a script can poll it. The rows an import writes and
+its job's success commit together: a cancel that came first, or a worker that died, leaves
+nothing imported. A stored file lives only as long as its job has work to do: a refused upload
+and a finished job, failed, cancelled or not, leave nothing in `var/imports`.
 """
 
 import logging
 import uuid
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from annotate import jobs
 from annotate.celery import queue_task
 from annotate.errors import Invalid, TooLarge
 from labeling.models import ImportJob
@@ -32,6 +34,8 @@ from labeling.services.importing import (
 from labeling.services.prm800k_import import import_prm800k, parse_line
 
 logger = logging.getLogger(__name__)
+
+Status = ImportJob.Status
 
 IMPORTERS = {
     ImportJob.Kind.PROBLEMS: import_problems,
@@ -52,6 +56,10 @@ class UploadRefused(Invalid):
 
 class UploadTooLarge(UploadRefused, TooLarge):
     """An upload over the configured size limit."""
+
+
+class _Stopped(Exception):
+    """The job is no longer this worker's to finish (cancelled, or failed as stale meanwhile)."""
 
 
 def upload_dir() -> Path:
@@ -99,6 +107,7 @@ def check_upload(*, path: Path, kind: str, name: str) -> int:
 
 def create_import_job(*, user, kind: str, upload: IO[bytes], file_name: str) -> ImportJob:
     """Store and check an upload, then queue its import; refused uploads leave nothing."""
+    fail_stale_import_jobs(older_than=jobs.stale_cutoff())
     if kind not in IMPORTERS:
         raise UploadRefused(f"unknown kind {kind!r}; one of {', '.join(IMPORTERS)}")
     name = Path(file_name or "upload.jsonl").name
@@ -110,7 +119,7 @@ def create_import_job(*, user, kind: str, upload: IO[bytes], file_name: str) -> 
     try:
         check_upload(path=path, kind=kind, name=name)
         job = ImportJob.objects.create(
-            kind=kind, file_name=name, stored_path=str(path), size=size, created_by=user
+            kind=kind, file_name=name, stored_path=str(path), size=size, requested_by=user
         )
     except BaseException:
         path.unlink(missing_ok=True)
@@ -125,10 +134,12 @@ def _enqueue(job_id: int) -> None:
         queue_task("labeling.tasks.run_import_job_task", (job_id,))
     except (BrokerError, OSError) as exc:
         # Without a broker the upload cannot run later either: say so instead of waiting.
-        ImportJob.objects.filter(pk=job_id).update(
-            status=ImportJob.Status.FAILED,
-            finished_at=timezone.now(),
+        jobs.finish(
+            model=ImportJob,
+            pk=job_id,
+            status=Status.FAILED,
             error=f"the task queue is unreachable, nothing was imported ({exc})",
+            only_from=(Status.QUEUED,),
         )
         _discard(job_id)
 
@@ -138,26 +149,59 @@ def _discard(job_id: int) -> None:
         Path(stored).unlink(missing_ok=True)
 
 
-def run_import_job(*, job_id: int) -> ImportJob:
-    """Import the job's file. Runs once: a job that already started is left as it is."""
-    claimed = ImportJob.objects.filter(pk=job_id, status=ImportJob.Status.QUEUED).update(
-        status=ImportJob.Status.RUNNING, started_at=timezone.now()
+def cancel_import_job(*, job_id: int) -> ImportJob:
+    """A queued import is cancelled at once (its file is discarded); a running one stops before
+    its rows are committed, so nothing of it is imported."""
+    job = jobs.request_cancel(model=ImportJob, pk=job_id, stops="before anything is committed")
+    if job.status == Status.CANCELLED:
+        _discard(job_id)
+    return job
+
+
+def fail_stale_import_jobs(*, older_than: datetime | None, worker_hostname: str = "") -> list[int]:
+    """Fail running imports whose worker is gone (`jobs.recover_stale`'s rule) and discard their
+    files: a dead worker's transaction was rolled back, and a job never runs twice."""
+    failed = jobs.recover_stale(
+        model=ImportJob,
+        older_than=older_than,
+        worker_hostname=worker_hostname,
+        advice="nothing was imported; upload the file again.",
     )
+    for job_id in failed:
+        _discard(job_id)
+    return failed
+
+
+def run_import_job(*, job_id: int, worker_hostname: str = "") -> ImportJob:
+    """Import the job's file. Runs once: a job that already started is left as it is."""
+    if not jobs.start(model=ImportJob, pk=job_id, worker_hostname=worker_hostname):
+        return ImportJob.objects.get(pk=job_id)
     job = ImportJob.objects.get(pk=job_id)
-    if not claimed:
-        return job
     importer = IMPORTERS[job.kind]
+    status, error = Status.FAILED, ""
     try:
-        result = importer(path=Path(job.stored_path), name=job.file_name)
+        with jobs.heartbeat(model=ImportJob, pk=job_id), transaction.atomic():
+            result = importer(path=Path(job.stored_path), name=job.file_name)
+            # The rows and the job's success commit together, unless a cancel came first.
+            if not jobs.finish(
+                model=ImportJob,
+                pk=job_id,
+                status=Status.SUCCEEDED,
+                claim={"cancel_requested": False},
+                values={"result": asdict(result)},
+            ):
+                raise _Stopped()
+    except _Stopped:
+        status, error = Status.CANCELLED, ""
     except ImportFailed as exc:
-        job.status, job.error = ImportJob.Status.FAILED, str(exc)
+        error = str(exc)
     except Exception as exc:  # the job must end in a state a user can read
         logger.exception("import job %s failed", job_id)
-        job.status, job.error = ImportJob.Status.FAILED, f"{job.file_name}: {exc}"
+        error = f"{job.file_name}: {exc}"
     else:
-        job.status, job.result = ImportJob.Status.SUCCEEDED, asdict(result)
-    job.finished_at = timezone.now()
-    job.save(update_fields=["status", "error", "result", "finished_at"])
+        status = Status.SUCCEEDED
+    if status != Status.SUCCEEDED:
+        jobs.finish(model=ImportJob, pk=job_id, status=status, error=error)
     # A job runs once, so its file is never needed again; a failed one is uploaded anew.
     Path(job.stored_path).unlink(missing_ok=True)
-    return job
+    return ImportJob.objects.get(pk=job_id)

@@ -9,6 +9,7 @@ The figures this yields are read in `labeling.agreement`.
 """
 
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -16,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotate.errors import Conflict, Invalid, NotFound
+from annotate.params import Params, param
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, LabelingSession, Solution
 
 MAX_OVERLAP_LABELERS = 20
@@ -25,11 +27,17 @@ class InvalidOverlap(Invalid):
     """An overlap setting out of range; the message names it."""
 
 
-def check_overlap(*, share: float, labelers: int) -> None:
-    if not 0.0 <= share <= 1.0:
-        raise InvalidOverlap("overlap_share must be between 0 and 1.")
-    if not 2 <= labelers <= MAX_OVERLAP_LABELERS:
-        raise InvalidOverlap(f"overlap_labelers must be between 2 and {MAX_OVERLAP_LABELERS}.")
+@dataclass(frozen=True)
+class OverlapParams(Params):
+    """A generation's overlap: `share` of its solutions labeled by `labelers` labelers each.
+    The form and the API that change it are derived from it, and selection's overlap
+    parameters take its ranges (`trainer.selection.SelectionParams`)."""
+
+    invalid = InvalidOverlap
+    noun = "overlap setting"
+
+    share: float = param(0.0, label="Share", help="Of its solutions, 0 to 1.", low=0, high=1)
+    labelers: int = param(2, label="Labelers each", low=2, high=MAX_OVERLAP_LABELERS)
 
 
 def _overlap_order(generation_id: int, solution_id: int) -> bytes:
@@ -42,7 +50,8 @@ def set_overlap(*, generation: Generation, share: float, labelers: int) -> int:
     Quality-control and screening solutions are served to every labeler already and are left
     out. Returns how many solutions now overlap.
     """
-    check_overlap(share=share, labelers=labelers)
+    checked = OverlapParams(share=share, labelers=labelers)
+    share, labelers = checked.share, checked.labelers
     with transaction.atomic():
         generation = Generation.objects.select_for_update().get(pk=generation.pk)
         ids = list(

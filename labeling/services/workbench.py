@@ -3,14 +3,13 @@ an API client shows (`labeling.selectors.session_state`, a read).
 
 A session is one labeler on one solution. `next_session` serves one from named queues
 (screening, quality control, the current generation, leftovers) under a lease;
-`rate_step` and `submit_session` apply the labeling rules (labels stop at the first -1, whose
-alternatives are rated before the session ends); `labeling.selectors.session_state` says
-what is shown, what to rate next and which outcome can be submitted, for the page and the API
-alike.
+`rate_step` and `submit_session` apply the labeling rules (`labeling.rules`: labels stop at the
+first -1, whose alternatives are rated before the session ends); `labeling.selectors.session_state`
+says what is shown and what the labeler may do next, for the page and the API alike.
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
@@ -20,7 +19,7 @@ from django.db.models.lookups import LessThan
 from django.utils import timezone
 
 from annotate.errors import Invalid
-from labeling import prm800k
+from labeling import prm800k, rules
 from labeling.models import (
     IN_QUEUES,
     FinishReason,
@@ -35,6 +34,7 @@ from labeling.selectors import (
     alternatives_at,
     current_generation_id,
     done_by,
+    own_ratings,
     rated_steps,
     unrated_alternatives,
 )
@@ -320,23 +320,20 @@ def rate_step(
     with transaction.atomic():
         session = session_to_change(session_id=session_id, labeler=labeler)
         steps = session.solution.steps
-        rated = rated_steps(session)
-        if not 0 <= step_index < len(steps):
-            raise LabelingRefused(
-                f"There is no step {step_index + 1}: the solution has {len(steps)} steps."
-            )
-        if step_index > len(rated) or any(r == -1 for i, r in rated.items() if i < step_index):
-            raise LabelingRefused(
-                f"Step {step_index + 1} is not reached yet: rate the steps before it first."
-            )
+        own = own_ratings(session)
+        rated = {index: rating for index, (rating, _) in own.items()}
+        progress = _progress(session, rated)
+        refused = rules.refusal(progress, step_index=step_index)
+        if refused:
+            raise LabelingRefused(refused)
         if completion_index:
             _rate_alternative(
                 session=session,
+                progress=progress,
                 step_index=step_index,
                 completion_index=completion_index,
                 rating=rating,
                 flagged=flagged,
-                own_rating=rated.get(step_index),
             )
         else:
             # Plain inserts and updates, no get_or_create: the session's row lock already
@@ -360,11 +357,12 @@ def rate_step(
                     rating=rating,
                     flagged=flagged,
                 )
-            if rating == -1 and any(i > step_index for i in rated):
-                # Labels stop at the first error: steps after it are no longer part of it.
+            own[step_index] = (rating, flagged)
+            gone = rules.dropped(progress, step_index=step_index, rating=rating)
+            if gone.later_steps:
                 StepLabel.objects.filter(session=session, index__gt=step_index).delete()
-            elif rating != -1 and rated.get(step_index) == -1:
-                # Alternatives, and a step written in its place, exist only for a wrong step.
+                own = {index: given for index, given in own.items() if index <= step_index}
+            elif gone.alternatives:
                 StepRating.objects.filter(
                     step__session=session, step__index=step_index, completion_index__gt=0
                 ).delete()
@@ -373,28 +371,39 @@ def rate_step(
                 )
         touch(session, now)
         session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
+    # What this write left, for the answer's render (selectors.session_state): this request's
+    # own result, not a later request's, and no second read.
+    session.own_ratings_written = own
     return session
+
+
+def _progress(session: LabelingSession, rated: dict[int, int | None]) -> rules.Progress:
+    """The label as the rules read it, from its own steps' ratings (alternatives not counted)."""
+    return rules.Progress(
+        total_steps=len(session.solution.steps),
+        own=tuple(rated.get(step) for step in range(len(rated))),
+        offered=rules.offered_per_step(session.solution.alternatives),
+    )
 
 
 def _rate_alternative(
     *,
     session: LabelingSession,
+    progress: rules.Progress,
     step_index: int,
     completion_index: int,
     rating: int,
     flagged: bool,
-    own_rating: int | None,
 ) -> None:
+    step, done = None, 0
+    if progress.rating_of(step_index) == -1:
+        step = StepLabel.objects.get(session=session, index=step_index)
+        done = step.ratings.filter(completion_index__gt=0).count()
+    progress = replace(progress, alternatives_done=done)
+    refused = rules.refusal(progress, step_index=step_index, completion_index=completion_index)
+    if refused:
+        raise LabelingRefused(refused)
     alternatives = alternatives_at(solution=session.solution, step_index=step_index)
-    if not 1 <= completion_index <= len(alternatives):
-        raise LabelingRefused(f"Step {step_index + 1} has no alternative {completion_index}.")
-    if own_rating != -1:
-        raise LabelingRefused(
-            f"Alternatives of step {step_index + 1} are rated after a -1 on that step."
-        )
-    step = StepLabel.objects.get(session=session, index=step_index)
-    if completion_index > step.ratings.filter(completion_index__gt=0).count() + 1:
-        raise LabelingRefused(f"Alternative {completion_index} is not reached yet.")
     StepRating.objects.update_or_create(
         step=step,
         completion_index=completion_index,
@@ -424,17 +433,18 @@ def submit_session(
             raise LabelingRefused("This session is already finished.")
         if session.abandoned_at is not None:
             raise LabelingRefused(LEASE_LAPSED)
-        rated = rated_steps(session)
-        steps = session.solution.steps
-        if finish_reason == "found_error":
-            if -1 not in rated.values():
-                raise LabelingRefused("No step is rated -1.")
-            error_step = next(i for i, r in rated.items() if r == -1)
-            if unrated_alternatives(session, error_step=error_step):
-                raise LabelingRefused("Rate the alternatives of the -1 step first.")
-        elif finish_reason == "solution":
-            if len(rated) < len(steps) or -1 in rated.values():
-                raise LabelingRefused("Rate every step first; a -1 step ends with found_error.")
+        if finish_reason in (rules.FOUND_ERROR, rules.SOLUTION):
+            progress = _progress(session, rated_steps(session))
+            error_step = progress.error_step
+            if finish_reason == rules.FOUND_ERROR and error_step is not None:
+                # Read only here: a label that ends at a -1 has its alternatives to count.
+                done = StepRating.objects.filter(
+                    step__session=session, step__index=error_step, completion_index__gt=0
+                ).count()
+                progress = replace(progress, alternatives_done=done)
+            refused = rules.submit_refusal(progress, finish_reason=finish_reason)
+            if refused:
+                raise LabelingRefused(refused)
         elif finish_reason in ("bad_problem", "give_up"):
             if not reason_text.strip():
                 raise LabelingRefused("Please give a short reason.")

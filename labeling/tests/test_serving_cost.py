@@ -242,6 +242,32 @@ def test_an_upgrade_counts_the_labels_a_pool_holds(transactional_db, make_labele
 
 
 @pytest.mark.django_db
+def test_a_ratings_answer_shows_what_the_write_left_not_an_earlier_read(problem, make_labeler):
+    pool(problem, 1)
+    me = make_labeler("me")
+    client = signed_in(me.user)
+    session = workbench.next_session(labeler=me).session
+    url = reverse("label-rate", args=[session.pk])
+    for index in range(3):
+        client.post(url, {"step_index": index, "rating": 1})
+    # A -1 on the first step drops the ratings after it: the answer must not show them.
+    page = client.post(url, {"step_index": 0, "rating": -1}).content.decode()
+    assert 'data-step="0" data-completion="0" data-rated="-1" data-flagged="0"' in page
+    assert 'data-step="1" data-completion="0" data-rated' not in page
+    assert 'data-step="2" data-completion="0" data-rated' not in page
+    # Taken back to 0, flagged: the answer shows the new value, and the later steps open.
+    page = client.post(url, {"step_index": 0, "rating": 0, "flagged": "1"}).content.decode()
+    assert 'data-step="0" data-completion="0" data-rated="0" data-flagged="1"' in page
+    assert 'data-step="1" data-completion="0" data-rated' not in page
+    stored = dict(
+        session.step_labels.values_list("index", "ratings__rating").filter(
+            ratings__completion_index=0
+        )
+    )
+    assert stored == {0: 0}
+
+
+@pytest.mark.django_db
 def test_a_rating_and_a_submission_take_a_fixed_handful_of_queries(problem, make_labeler):
     pool(problem, 20)
     me = make_labeler("me")
@@ -250,11 +276,16 @@ def test_a_rating_and_a_submission_take_a_fixed_handful_of_queries(problem, make
     url = reverse("label-rate", args=[session.pk])
     client.post(url, {"step_index": 0, "rating": 1})
     # Django's session and user; the labeler with its roles; the session locked, its ratings
-    # read, the step and its rating inserted, the session touched (in a savepoint here);
-    # what the page shows next.
+    # read, the step and its rating inserted, the session touched (in a savepoint here).
+    # The answer renders what the write left: its ratings are not read a second time.
     with CaptureQueriesContext(connection) as rating:
-        assert client.post(url, {"step_index": 1, "rating": 1}).status_code == 200
-    assert len(rating) <= 11, [q["sql"][:90] for q in rating.captured_queries]
+        response = client.post(url, {"step_index": 1, "rating": 1, "flagged": "1"})
+    assert response.status_code == 200
+    assert len(rating) <= 10, [q["sql"][:90] for q in rating.captured_queries]
+    # ...and renders it right: both ratings, the new one flagged "unsure".
+    page = response.content.decode()
+    assert 'data-step="0" data-completion="0" data-rated="1" data-flagged="0"' in page
+    assert 'data-step="1" data-completion="0" data-rated="1" data-flagged="1"' in page
     client.post(url, {"step_index": 2, "rating": 1})
     with CaptureQueriesContext(connection) as submission:
         response = client.post(

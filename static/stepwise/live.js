@@ -6,7 +6,6 @@
 // repeated request once). Keys never fire while a text field has focus.
 (function () {
   "use strict";
-  const ratingKeys = { "1": -1, "-": -1, "2": 0, "0": 0, "3": 1, "+": 1, "=": 1 };
   const queue = [];
   // Presses made while the next step's proposals are still on their way (a choice or a
   // written step is being sent, or the generator is at work): applied once they are shown.
@@ -15,6 +14,11 @@
   let pick = null; // the proposal Enter continues from (j/k move it)
 
   function section() { return document.getElementById("live-steps"); }
+  // Which key gives which rating: the server's list (data-rating-keys), not one of the page's.
+  function ratingOf(key) {
+    const keys = JSON.parse(section()?.dataset.ratingKeys || "{}");
+    return Object.hasOwn(keys, key) ? keys[key] : undefined;
+  }
   function say(text) {
     const status = document.getElementById("rating-status");
     if (status) status.textContent = text;
@@ -195,9 +199,10 @@
     }
     if (target.matches && target.matches("input, select")) return;
     if (event.ctrlKey || event.metaKey || event.altKey || !section()) return;
-    if (event.key in ratingKeys) {
+    const rating = ratingOf(event.key);
+    if (rating !== undefined) {
       event.preventDefault();
-      rate(ratingKeys[event.key]);
+      rate(rating);
     } else if (event.key === "Enter") {
       event.preventDefault();
       choose();

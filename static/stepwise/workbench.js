@@ -2,12 +2,19 @@
 // of the step rated -1 (the next one to rate, or an earlier item chosen with Backspace/k).
 // They never fire while a text field has focus.
 //
-// Labelers type faster than the network answers. So a press becomes (item, rating) the
-// moment it is made, aimed at the item the page will show as active once the ratings still
-// on their way are applied (the same rules as the server's session_state); the ratings then
-// go to the server one at a time, in order, each naming its item and a sequence number, and
-// each answer re-renders the steps. What the page marks chosen is always what is stored; a
-// press that cannot be applied is said so in #rating-status, never dropped without a word.
+// The page applies no labeling rule. Each answer of the server carries what the labeler may
+// do next (#next-actions, from labeling.rules.next_actions): which item the keys rate now,
+// which items may be rated and why the others may not, where Backspace goes, and where the
+// keys go after each rating. The page acts on that answer.
+//
+// Labelers type faster than the network answers. So presses queue, in order, and each is
+// carried out in its turn, once every rating before it is answered: a rating key rates the
+// item the latest answer says the keys rate (or the one chosen with Backspace/k, or the one
+// clicked), if that answer says it may be rated. The ratings go to the server one at a time,
+// each naming its item and a sequence number, and each answer re-renders the steps. While
+// presses wait, the page shows where they will land by following the answer's `then`. What
+// the page marks chosen is always what is stored; a press that cannot be applied is said so
+// in #rating-status, never dropped without a word.
 //
 // #rating-status is the page's one live region: it says what changed (a rating stored, the
 // next item), never the whole list again. Focus stays on the active step across every swap
@@ -17,90 +24,80 @@
   "use strict";
   // The submission swaps in the next solution; keys must answer at once after it.
   if (window.htmx) window.htmx.config.defaultSettleDelay = 0;
-  const ratingKeys = { "1": -1, "-": -1, "2": 0, "0": 0, "3": 1, "+": 1, "=": 1 };
 
-  const queue = []; // presses not yet answered, oldest (the one on its way) first
+  // Presses not yet carried out, oldest first: {kind: "rate", rating, item?}, {kind:
+  // "unsure", item?}, {kind: "back"} or {kind: "submit"}. `item` only where the labeler named
+  // it (a click); otherwise the press goes where the keys act in its turn.
+  const queue = [];
+  let inflight = null; // the rating on its way: {item, step, completion, rating, flagged, seq}
   let seq = 0; // numbers the ratings this page sends
   let sending = false;
   let submitting = false; // from Enter until the next solution is in: keys would rate the old one
-  let cursor = null; // the item chosen with Backspace/k; null: the next item to rate
+  let cursor = null; // the item chosen with Backspace/k; null: where the answer says keys act
   let marks = new Map(); // unsure ticked on an item not rated yet: item key -> flag
   let closed = false; // the session ended elsewhere: keys no longer rate
 
-  function key(step, completion) { return completion ? `s${step}c${completion}` : `s${step}`; }
   function section() { return document.getElementById("steps"); }
   function say(text) {
     const status = document.getElementById("rating-status");
     if (status) status.textContent = text;
   }
 
-  // The session as the server last rendered it: every rated item with its rating and flag.
-  function storedState(steps) {
-    const ratings = new Map();
-    steps.querySelectorAll("li[data-item] > .rate[data-rated]").forEach((rate) => {
-      const step = Number(rate.dataset.step);
-      const completion = Number(rate.dataset.completion);
-      ratings.set(key(step, completion), {
-        step, completion, rating: Number(rate.dataset.rated), flagged: rate.dataset.flagged === "1",
-      });
-    });
-    return {
-      ratings,
-      total: Number(steps.dataset.totalSteps),
-      offered: JSON.parse(steps.dataset.alternatives || "{}"),
-    };
+  // The latest answer's next actions, with its items by key (read once per answer).
+  let read = { from: null, actions: null };
+  function actions() {
+    const script = section()?.querySelector("#next-actions");
+    if (!script) return null;
+    if (read.from !== script) {
+      const next = JSON.parse(script.textContent);
+      next.byKey = new Map(next.items.map((item) => [item.key, item]));
+      read = { from: script, actions: next };
+    }
+    return read.actions;
+  }
+  function item(itemKey) { return itemKey ? actions()?.byKey.get(itemKey) || null : null; }
+
+  // Which key gives which rating (the server's list: the page holds no rating of its own).
+  function ratingKeys() { return JSON.parse(section()?.dataset.ratingKeys || "{}"); }
+
+  // A rated item's stored rating and flag, as the latest answer rendered it.
+  function stored(itemKey) {
+    const rate = section()?.querySelector(`li[data-item="${itemKey}"] > .rate[data-rated]`);
+    return rate ? { rating: Number(rate.dataset.rated), flagged: rate.dataset.flagged === "1" } : null;
+  }
+  function flagOf(itemKey) {
+    const before = stored(itemKey);
+    return before ? before.flagged : marks.get(itemKey) === true;
   }
 
-  // What the server will do with one rating (labeling/services/workbench.py, rate_step).
-  function apply(state, press) {
-    const before = state.ratings.get(key(press.step, 0));
-    state.ratings.set(press.key, {
-      step: press.step, completion: press.completion, rating: press.rating, flagged: press.flagged,
-    });
-    if (press.completion) return;
-    for (const [k, r] of state.ratings) {
-      if (press.rating === -1 && r.step > press.step) {
-        state.ratings.delete(k); // labels stop at the first error
-      } else if (press.rating !== -1 && before && before.rating === -1 &&
-                 r.step === press.step && r.completion > 0) {
-        state.ratings.delete(k); // alternatives are rated only in place of a wrong step
+  // The item keys act on now, by the latest answer.
+  function aim() {
+    if (cursor !== null && item(cursor)?.open) return cursor;
+    return actions()?.active || null;
+  }
+
+  // Where the keys will act once the presses still waiting are carried out, and what those
+  // presses will show on the way (rating and flag per item): the answer's `then` and `back`
+  // followed, for display only. Each press is aimed again in its turn (`carryOut`).
+  function ahead() {
+    let at = aim();
+    const pending = new Map();
+    const flags = new Map();
+    const flag = (key) => (flags.has(key) ? flags.get(key) : flagOf(key));
+    for (const entry of inflight ? [inflight, ...queue] : queue) {
+      const key = entry.item || at;
+      if (entry.kind === "submit") break;
+      if (entry.kind === "back") {
+        at = item(at)?.back || at;
+      } else if (entry.kind === "unsure" && key) {
+        flags.set(key, !flag(key));
+      } else if (key) {
+        pending.set(key, entry.rating);
+        flags.set(key, entry === inflight ? entry.flagged : flag(key));
+        at = item(key)?.then[String(entry.rating)] || at;
       }
     }
-  }
-
-  // The state once every rating still on its way is applied.
-  function predicted() {
-    const state = storedState(section());
-    queue.forEach((press) => { if (!press.submit) apply(state, press); });
-    return state;
-  }
-
-  // The items shown, in document order, and the next one to rate (the server's session_state).
-  function layout(state) {
-    const own = [...state.ratings.values()].filter((r) => r.completion === 0);
-    const errors = own.filter((r) => r.rating === -1).map((r) => r.step);
-    const error = errors.length ? Math.min(...errors) : null;
-    const rated = own.length;
-    const items = [];
-    let current = null;
-    const shown = error === null ? Math.min(rated + 1, state.total) : rated;
-    for (let step = 0; step < shown; step++) {
-      items.push(key(step, 0));
-      if (step !== error) continue;
-      const offered = Number(state.offered[String(step)] || 0);
-      const done = [...state.ratings.values()].filter((r) => r.step === step && r.completion).length;
-      for (let k = 1; k <= Math.min(done + 1, offered); k++) items.push(key(step, k));
-      if (done < offered) current = key(step, done + 1);
-    }
-    if (error === null && rated < state.total) current = key(rated, 0);
-    return { items, current };
-  }
-
-  // The item keys act on now, in the page as it will be once the queue is applied.
-  function target(state) {
-    const view = layout(state);
-    if (cursor !== null && view.items.includes(cursor)) return cursor;
-    return view.current || view.items.at(-1) || null;
+    return { at, pending, flags };
   }
 
   function parse(itemKey) {
@@ -108,52 +105,66 @@
     return { step: Number(step), completion: Number(completion || 0) };
   }
 
-  function enqueue(itemKey, rating, flagged) {
-    seq += 1;
-    queue.push({ key: itemKey, ...parse(itemKey), rating, flagged, seq });
+  function describe(itemKey) {
+    const { step, completion } = parse(itemKey);
+    return completion ? `Alternative ${completion} of step ${step + 1}` : `Step ${step + 1}`;
+  }
+
+  function press(entry) {
+    queue.push(entry);
     render();
     pump();
   }
 
-  function rate(itemKey, rating) {
-    const state = predicted();
-    if (!layout(state).items.includes(itemKey)) {
-      say(`${describe(itemKey)} is no longer open: an earlier step is rated -1.`);
-      return;
+  // A press in its turn: the rating to send, or null (carried out here, or refused).
+  function carryOut(entry) {
+    if (entry.kind === "back") {
+      const back = item(aim())?.back;
+      if (back) cursor = back;
+      return null;
     }
-    const rated = state.ratings.get(itemKey);
-    const flagged = rated ? rated.flagged : marks.get(itemKey) === true;
+    const itemKey = entry.item || aim();
+    const target = item(itemKey);
+    if (!target || !target.open) {
+      refuse(target ? target.reason : "Nothing to rate now.");
+      return null;
+    }
+    const before = stored(itemKey);
+    if (entry.kind === "unsure") {
+      // Saved at once on a rated item; on one not rated yet it goes with its rating.
+      if (!before) {
+        marks.set(itemKey, !(marks.get(itemKey) === true));
+        return null;
+      }
+      return { item: itemKey, step: target.step, completion: target.completion,
+               rating: before.rating, flagged: !before.flagged };
+    }
+    const flagged = flagOf(itemKey);
     marks.delete(itemKey);
     cursor = null;
-    enqueue(itemKey, rating, flagged);
+    return { item: itemKey, step: target.step, completion: target.completion,
+             rating: entry.rating, flagged };
   }
 
-  // Unsure is saved at once on a rated item; on one not rated yet it goes with its rating.
-  function toggleUnsure(itemKey) {
-    const state = predicted();
-    const rated = state.ratings.get(itemKey);
-    if (rated) {
-      enqueue(itemKey, rated.rating, !rated.flagged);
-    } else {
-      marks.set(itemKey, !(marks.get(itemKey) === true));
-      render();
-    }
-  }
-
-  function describe(itemKey) {
-    const { step, completion } = parse(itemKey);
-    return completion ? `Alternative ${completion} of step ${step + 1}` : `Step ${step + 1}`;
+  // A press the latest answer does not allow: said, with the answer's reason; the presses
+  // typed after it assumed it, so they are not carried out either.
+  function refuse(reason) {
+    const later = queue.length;
+    queue.length = 0;
+    submitting = false;
+    let text = `Not rated: ${reason}`;
+    if (later) text += ` ${later} later key press${later === 1 ? " was" : "es were"} not sent.`;
+    say(text);
   }
 
   // Show the queue on the page: the active item, pending ratings, unsure boxes.
   function render() {
     const steps = section();
     if (!steps) return;
-    const state = predicted();
-    const active = target(state);
+    const view = ahead();
     steps.querySelectorAll("li[data-item]").forEach((li) => {
       const itemKey = li.dataset.item;
-      if (itemKey === active) {
+      if (itemKey === view.at) {
         if (!li.hasAttribute("data-active")) {
           li.setAttribute("data-active", "");
           li.scrollIntoView({ block: "nearest" });
@@ -165,15 +176,14 @@
         li.removeAttribute("aria-current");
         li.removeAttribute("tabindex");
       }
-      const pending = queue.filter((p) => p.key === itemKey && !p.submit).at(-1);
+      const pending = view.pending.get(itemKey);
       li.querySelectorAll(":scope > .rate > button[data-rating]").forEach((button) => {
-        button.classList.toggle("pending", !!pending && Number(button.dataset.rating) === pending.rating);
+        button.classList.toggle("pending", pending !== undefined && Number(button.dataset.rating) === pending);
       });
       const box = li.querySelector(":scope > .rate input[name=flagged]");
-      const rated = state.ratings.get(itemKey);
-      box.checked = rated ? rated.flagged : marks.get(itemKey) === true;
+      box.checked = view.flags.has(itemKey) ? view.flags.get(itemKey) : flagOf(itemKey);
     });
-    const waiting = queue.filter((p) => !p.submit).length;
+    const waiting = (inflight ? 1 : 0) + queue.filter((p) => p.kind === "rate").length;
     steps.dataset.waiting = String(waiting);
     if (waiting) say(`Saving ${waiting} rating${waiting === 1 ? "" : "s"}…`);
     else if (document.getElementById("rating-status")?.textContent.startsWith("Saving")) say("");
@@ -196,11 +206,11 @@
   function ratingText(rating) { return rating > 0 ? "+1" : String(rating); }
 
   // What a stored rating changed, for the live region: the rating, then what comes next.
-  function news(press) {
-    let text = `${describe(press.key)} rated ${ratingText(press.rating)}${press.flagged ? ", unsure" : ""}.`;
-    const next = target(predicted());
+  function news(sent) {
+    let text = `${describe(sent.item)} rated ${ratingText(sent.rating)}${sent.flagged ? ", unsure" : ""}.`;
+    const next = ahead().at;
     if (document.getElementById("submit-session")) text += " Ready to submit (Enter).";
-    else if (next && next !== press.key) text += ` Now ${describe(next).toLowerCase()} of ${section().dataset.totalSteps}.`;
+    else if (next && next !== sent.item) text += ` Now ${describe(next).toLowerCase()} of ${section().dataset.totalSteps}.`;
     return text;
   }
 
@@ -239,27 +249,33 @@
     return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || "";
   }
 
-  // Send the queue's ratings one at a time; each answer replaces #steps.
+  // Carry out the queue's presses in order, one rating on its way at a time; each answer
+  // replaces #steps.
   async function pump() {
     if (sending) return;
     sending = true;
     try {
-      while (queue.length) {
-        const press = queue[0];
-        if (press.submit) {
-          queue.shift();
+      while (queue.length && !closed) {
+        const entry = queue.shift();
+        if (entry.kind === "submit") {
           submitNow(true);
           continue;
         }
-        const steps = section();
+        const sent = carryOut(entry);
+        if (!sent) {
+          render();
+          continue;
+        }
+        seq += 1;
+        inflight = { kind: "rate", ...sent, seq };
+        render();
         const body = new URLSearchParams({
-          step_index: press.step, completion_index: press.completion, rating: press.rating,
-          seq: press.seq,
+          step_index: sent.step, completion_index: sent.completion, rating: sent.rating, seq,
         });
-        if (press.flagged) body.set("flagged", "1");
+        if (sent.flagged) body.set("flagged", "1");
         let response, text;
         try {
-          response = await fetch(steps.dataset.rateUrl, {
+          response = await fetch(section().dataset.rateUrl, {
             method: "POST", body, credentials: "same-origin",
             headers: { "X-CSRFToken": csrfToken(), "HX-Request": "true" },
           });
@@ -269,24 +285,24 @@
           text = `The rating could not be sent (${error.message}).`;
         }
         if (!response || !response.ok) {
-          failed(press, text);
+          failed(sent, text);
           continue;
         }
-        // Swap in the answer and take its rating off the queue in one step: a key pressed in
+        // Swap in the answer and take its rating off the way in one step: a key pressed in
         // between would otherwise count that rating twice, or not at all.
         const template = document.createElement("template");
         template.innerHTML = text.trim();
         const fresh = template.content.querySelector("#steps");
         if (response.redirected || !fresh) {
-          failed(press, "The answer was not the steps (signed out?): reload the page.");
+          failed(sent, "The answer was not the steps (signed out?): reload the page.");
           continue;
         }
         section().replaceWith(fresh);
-        queue.shift();
+        inflight = null;
         if (window.htmx) window.htmx.process(fresh);
         render();
         keepFocus();
-        if (!queue.some((p) => !p.submit)) say(news(press));
+        if (!queue.some((p) => p.kind !== "submit")) say(news(sent));
       }
     } finally {
       sending = false;
@@ -296,12 +312,13 @@
 
   // A refused rating is shown with the server's reason; the presses typed after it aimed at
   // items that assumed it, so they are not sent, and the page says how many.
-  function failed(press, reason) {
-    const later = queue.length - 1;
+  function failed(sent, reason) {
+    const later = queue.length;
+    inflight = null;
     queue.length = 0;
     cursor = null;
     submitting = false;
-    let text = `${describe(press.key)} ${ratingText(press.rating)} not saved: ${reason}`;
+    let text = `${describe(sent.item)} ${ratingText(sent.rating)} not saved: ${reason}`;
     if (later) text += ` ${later} later key press${later === 1 ? " was" : "es were"} not sent.`;
     render();
     say(text);
@@ -315,7 +332,7 @@
     if (button) {
       button.click();
     } else if (queued) {
-      say("Not submitted: the solution is not finished (rate every step, or end at a -1).");
+      say(`Not submitted: ${actions()?.submit_refusal || "the solution is not finished."}`);
     }
     return submitting;
   }
@@ -336,27 +353,25 @@
     }
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
     if (closed) return; // the notice's link is the way on
-    const known = event.key in ratingKeys || ["u", "Backspace", "k", "Enter"].includes(event.key);
+    const keys = ratingKeys();
+    const ratingKey = Object.hasOwn(keys, event.key) ? keys[event.key] : undefined;
+    const known = ratingKey !== undefined || ["u", "Backspace", "k", "Enter"].includes(event.key);
     if (known && submitting) {
       say("Submitting: wait for the next solution.");
       event.preventDefault();
       return;
     }
     const steps = section();
-    const state = steps ? predicted() : null;
-    const item = state ? target(state) : null;
-    if (event.key in ratingKeys && item) {
-      rate(item, ratingKeys[event.key]);
-    } else if (event.key === "u" && item) {
-      toggleUnsure(item);
-    } else if ((event.key === "Backspace" || event.key === "k") && item) {
-      const items = layout(state).items;
-      const previous = items[items.indexOf(item) - 1];
-      if (previous) { cursor = previous; render(); }
+    if (ratingKey !== undefined && steps) {
+      press({ kind: "rate", rating: ratingKey });
+    } else if (event.key === "u" && steps) {
+      press({ kind: "unsure" });
+    } else if ((event.key === "Backspace" || event.key === "k") && steps) {
+      press({ kind: "back" });
     } else if (event.key === "Enter") {
-      if (queue.length) {
+      if (inflight || queue.length) {
         submitting = true;
-        queue.push({ submit: true });
+        queue.push({ kind: "submit" });
       } else if (!submitNow(false)) {
         return;
       }
@@ -383,12 +398,13 @@
     }
     const button = event.target.closest("#steps li[data-item] > .rate > button[data-rating]");
     if (button && !submitting) {
-      rate(button.closest("li[data-item]").dataset.item, Number(button.dataset.rating));
+      const itemKey = button.closest("li[data-item]").dataset.item;
+      press({ kind: "rate", rating: Number(button.dataset.rating), item: itemKey });
     }
   });
   document.addEventListener("change", (event) => {
     const box = event.target.closest("#steps li[data-item] > .rate input[name=flagged]");
-    if (box) toggleUnsure(box.closest("li[data-item]").dataset.item);
+    if (box) press({ kind: "unsure", item: box.closest("li[data-item]").dataset.item });
   });
 
   let session = document.getElementById("workbench")?.dataset.session;
@@ -401,6 +417,7 @@
       cursor = null;
       marks = new Map();
       queue.length = 0;
+      inflight = null;
       closed = false;
       render();
       focusWork();

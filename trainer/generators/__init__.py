@@ -13,6 +13,7 @@ from trainer.generators.base import (
     BACKENDS,
     GenerationRequest,
     Generator,
+    GeneratorChoice,
     GeneratorSpec,
     GeneratorUnavailable,
     InvalidGenerator,
@@ -26,16 +27,20 @@ from trainer.generators.prompts import (
     step_answer,
 )
 
-# A proposal is one step: a short budget keeps a live proposal quick.
+# A proposal is one step: a short budget keeps a live proposal quick. Live labeling's sampling
+# settings default to it (its form and its API), the one override of SamplingSettings' defaults.
 PROPOSAL_MAX_TOKENS = 160
+PROPOSAL_SETTINGS = SamplingSettings(max_tokens=PROPOSAL_MAX_TOKENS)
 
 __all__ = [
     "BACKENDS",
     "GenerationRequest",
     "Generator",
+    "GeneratorChoice",
     "GeneratorSpec",
     "GeneratorUnavailable",
     "InvalidGenerator",
+    "PROPOSAL_SETTINGS",
     "ParsedSolution",
     "SamplingSettings",
     "open_generator",

@@ -9,13 +9,13 @@ made it; the API key never is.
 This module imports no torch: the web process reads it to check a form.
 """
 
-import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from django.conf import settings
 
 from annotate.errors import Invalid, Unavailable
+from annotate.params import Params, param
 
 BACKENDS = ("openai", "local")
 
@@ -28,51 +28,73 @@ class GeneratorUnavailable(Unavailable):
     """The generator cannot answer (server down, model missing, a request that failed)."""
 
 
-def _number(data: dict, key: str, default: float, *, low: float, high: float) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidGenerator(f"{key} must be a number from {low} to {high}.")
-    if not low <= value <= high:
-        raise InvalidGenerator(f"{key} must be from {low} to {high}, not {value}.")
-    return float(value)
+@dataclass(frozen=True)
+class SamplingSettings(Params):
+    """How samples are drawn. Sample i of a request uses seed `seed + i`, so a resumed or
+    repeated run asks for the same samples again.
 
+    The one definition of the sampling settings: the sampling run's form, the live-labeling
+    form, their API fields and `manage.py sample`'s options come from it. The defaults are a
+    whole solution's; live labeling's are PROPOSAL_SETTINGS (`trainer.generators`)."""
 
-def _integer(data: dict, key: str, default: int, *, low: int, high: int) -> int:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidGenerator(f"{key} must be a whole number from {low} to {high}.")
-    if not low <= value <= high:
-        raise InvalidGenerator(f"{key} must be from {low} to {high}, not {value}.")
-    return value
+    invalid = InvalidGenerator
+    noun = "sampling setting"
+
+    temperature: float = param(0.7, label="Temperature", low=0, high=2)
+    top_p: float = param(0.95, label="top_p", low=0.01, high=1)
+    max_tokens: int = param(
+        512, label="Max tokens", help="Most tokens in one reply.", low=1, high=32768
+    )
+    seed: int = param(
+        0, label="Seed", help="Sample i is drawn with seed + i.", low=0, high=2**31 - 1
+    )
 
 
 @dataclass(frozen=True)
-class SamplingSettings:
-    """How samples are drawn. Sample i of a request uses seed `seed + i`, so a resumed or
-    repeated run asks for the same samples again."""
+class GeneratorChoice(Params):
+    """The generator a request names: the fields the forms, the API's `generator` object and
+    `manage.py sample` take. `spec` is the one rule for which generator that is."""
 
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_tokens: int = 512
-    seed: int = 0
+    invalid = InvalidGenerator
+    noun = "generator key"
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    backend: str | None = param(
+        None,
+        label="Backend",
+        help="openai: an OpenAI-compatible server at the base URL; local: a local model on the "
+        "worker. Empty: openai when a base URL is given, else local.",
+        choices={"openai": "OpenAI-compatible server", "local": "Local model"},
+    )
+    model: str | None = param(
+        None,
+        label="Model",
+        help="The served model, or a local model's name; empty: the configured generator "
+        "(GENERATOR_MODEL, GENERATOR_BASE_URL).",
+    )
+    base_url: str | None = param(
+        None, label="Base URL", help="An OpenAI-compatible server, e.g. http://host:8000/v1."
+    )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "SamplingSettings":
-        data = data or {}
-        if not isinstance(data, dict):
-            raise InvalidGenerator("Sampling settings are an object.")
-        unknown = sorted(set(data) - {"temperature", "top_p", "max_tokens", "seed"})
-        if unknown:
-            raise InvalidGenerator(f"Unknown sampling setting: {', '.join(unknown)}.")
-        return cls(
-            temperature=_number(data, "temperature", cls.temperature, low=0, high=2),
-            top_p=_number(data, "top_p", cls.top_p, low=0.01, high=1),
-            max_tokens=_integer(data, "max_tokens", cls.max_tokens, low=1, high=32768),
-            seed=_integer(data, "seed", cls.seed, low=0, high=2**31 - 1),
-        )
+    def from_dict(cls, values, **kwargs) -> "GeneratorChoice":
+        if isinstance(values, dict) and "api_key" in values:
+            raise InvalidGenerator(
+                "The API key is not part of the generator: give it as api_key beside it "
+                "(it is used for this request and never stored)."
+            )
+        return super().from_dict(values, **kwargs)
+
+    def spec(self) -> "GeneratorSpec":
+        """The one rule: the configured generator when the request names none (no model, no
+        backend, no base URL); else the one it names, which needs a model."""
+        if not (self.model or self.backend or self.base_url):
+            return GeneratorSpec.from_settings()
+        if not self.model:
+            raise InvalidGenerator(
+                "Name the model too, or leave backend and base URL empty for the configured "
+                "generator."
+            )
+        return GeneratorSpec.named(self)
 
 
 @dataclass(frozen=True)
@@ -97,23 +119,16 @@ class GeneratorSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> "GeneratorSpec":
-        if not isinstance(data, dict):
-            raise InvalidGenerator("A generator is an object with backend and model.")
-        if "api_key" in data:
-            raise InvalidGenerator(
-                "The API key is not part of the generator: give it as api_key beside it "
-                "(it is used for this request and never stored)."
-            )
-        unknown = sorted(set(data) - {"backend", "model", "base_url"})
-        if unknown:
-            raise InvalidGenerator(f"Unknown generator key: {', '.join(unknown)}.")
-        backend, model = data.get("backend"), data.get("model")
-        base_url = data.get("base_url") or ""
-        if backend not in BACKENDS:
-            raise InvalidGenerator(f"backend must be one of {', '.join(BACKENDS)}.")
-        if not isinstance(model, str) or not model.strip() or len(model) > 255:
+        """A generator stored with what it made, or named in a request, checked."""
+        return cls.named(GeneratorChoice.from_dict(data))
+
+    @classmethod
+    def named(cls, choice: GeneratorChoice) -> "GeneratorSpec":
+        backend = choice.backend or ("openai" if choice.base_url else "local")
+        model, base_url = choice.model or "", choice.base_url or ""
+        if not model or len(model) > 255:
             raise InvalidGenerator("model must name the served model or a local model.")
-        if not isinstance(base_url, str) or len(base_url) > 1024:
+        if len(base_url) > 1024:
             raise InvalidGenerator("base_url must be a URL of at most 1024 characters.")
         if backend == "openai":
             if not base_url:
@@ -125,17 +140,18 @@ class GeneratorSpec:
             outbound.check_syntax(base_url)
         if backend == "local" and base_url:
             raise InvalidGenerator("A local generator takes no base_url.")
-        return cls(backend=backend, model=model.strip(), base_url=base_url.rstrip("/"))
+        return cls(backend=backend, model=model, base_url=base_url.rstrip("/"))
 
     @classmethod
     def requested(cls, data: dict[str, Any] | None, *, api_key: str = "") -> "GeneratorSpec":
-        """The generator a person asks for (None: the configured one) with the key they gave
-        for it: what the forms, the API and `manage.py sample` build. A URL that is not the
-        operator's is checked in full here (trainer.generators.outbound: its host resolved,
-        every address checked). Raises InvalidGenerator naming what is wrong."""
+        """The generator a person asks for (`GeneratorChoice`'s fields; none named: the
+        configured one) with the key they gave for it: what the forms, the API and
+        `manage.py sample` build. A URL that is not the operator's is checked in full here
+        (trainer.generators.outbound: its host resolved, every address checked). Raises
+        InvalidGenerator naming what is wrong."""
         from trainer.generators import outbound
 
-        spec = cls.from_settings() if data is None else cls.from_dict(data)
+        spec = GeneratorChoice.from_dict(data).spec()
         outbound.check_api_key(api_key)
         if spec.backend == "local" and api_key:
             raise InvalidGenerator("A local generator takes no api_key.")

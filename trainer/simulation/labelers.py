@@ -20,10 +20,10 @@ from django.contrib.auth.models import Group
 from django.db.models import Q
 
 from labeling.models import Generation, Labeler, LabelingSession, Solution
+from labeling.prm800k import RATINGS
 from labeling.selectors import has_submitted_label
 from labeling.services import labelers, workbench
 
-RATINGS = (-1, 0, 1)
 USERNAME_PREFIX = "sim-labeler-"
 ANNOTATOR_ROLE = "annotator"
 

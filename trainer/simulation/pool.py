@@ -42,9 +42,9 @@ def check_database() -> None:
         "labeling sessions": LabelingSession.objects.exclude(
             labeler__user__username__startswith=USERNAME_PREFIX
         ).count(),
-        "training runs": TrainingRun.objects.exclude(triggered_by__username=RESEARCHER).count(),
+        "training runs": TrainingRun.objects.exclude(requested_by__username=RESEARCHER).count(),
         "model versions": ModelVersion.objects.exclude(
-            training_run__triggered_by__username=RESEARCHER
+            training_run__requested_by__username=RESEARCHER
         ).count(),
     }
     found = {name: count for name, count in foreign.items() if count}
@@ -66,10 +66,10 @@ def clear_simulation() -> None:
         Problem.objects.filter(unique_id__startswith=KEY_PREFIX).delete()
         # Sessions and solutions are gone, and every generation was the simulation's.
         Generation.objects.all().delete()
-        versions = ModelVersion.objects.filter(training_run__triggered_by__username=RESEARCHER)
+        versions = ModelVersion.objects.filter(training_run__requested_by__username=RESEARCHER)
         paths = [Path(p) for p in versions.values_list("checkpoint_path", flat=True)]
         versions.delete()
-        runs = TrainingRun.objects.filter(triggered_by__username=RESEARCHER)
+        runs = TrainingRun.objects.filter(requested_by__username=RESEARCHER)
         paths += [
             Path(settings.PRM_MODEL_DIR) / f"run-{pk}" for pk in runs.values_list("pk", flat=True)
         ]

@@ -104,7 +104,7 @@ def test_a_worker_killed_mid_scoring_is_replaced_and_the_pool_ends_scored_by_the
     # goes stale.
     held = list(chunks.filter(status="running").values_list("worker_hostname", flat=True))
     assert len(held) <= 1 and all(h.startswith(name.split("@")[0]) for h in held), held
-    waiting = chunks.filter(status="pending").count()
+    waiting = chunks.filter(status="queued").count()
     with Connection(broker) as conn:
         # The chunks not started wait in the broker; the message of the one it held (or had
         # just taken) is not queued again by the broker before its visibility timeout, an
@@ -115,7 +115,7 @@ def test_a_worker_killed_mid_scoring_is_replaced_and_the_pool_ends_scored_by_the
     start_worker(name, PRM_SCORE_CHUNK=SCORE_CHUNK)
     wait_for(lambda: scored_by(new) == POOL, timeout=300, what="the pool to be rescored")
     wait_for(
-        lambda: not chunks.exclude(status="done").exists(), timeout=60, what="every chunk done"
+        lambda: not chunks.exclude(status="succeeded").exists(), timeout=60, what="every chunk done"
     )
     # Each solution was written once: the killed chunk committed nothing.
     assert sum(chunks.values_list("scored", flat=True)) == POOL

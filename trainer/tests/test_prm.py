@@ -7,9 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer import params
 from trainer.prm import (
-    AGGREGATIONS,
     IGNORE,
     PRM,
     STEP_TAG,
@@ -246,7 +244,3 @@ def test_solution_score_aggregations():
         solution_score(scores, aggregation="mean")
     with pytest.raises(ValueError):
         solution_score([], aggregation="min")
-
-
-def test_every_aggregation_a_run_may_choose_is_implemented():
-    assert tuple(AGGREGATIONS) == params.AGGREGATIONS

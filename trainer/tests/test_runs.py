@@ -58,7 +58,7 @@ def test_a_run_goes_from_queued_to_succeeded_with_an_active_model_version(
 
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert run.started_at <= run.finished_at
-    assert run.triggered_by == researcher
+    assert run.requested_by == researcher
     assert run.worker_hostname == "celery@test"
     # The data snapshot: every labeled step prefix of the 4 problems, and its hash.
     assert run.dataset_size >= labeled
@@ -297,7 +297,7 @@ def test_the_schedule_retrains_only_after_enough_new_submitted_sessions(research
     more = Solution.objects.filter(problem_id__in=Solution.objects.values("problem_id")[3:4])
     submit_gold_sessions(labeler=labeler, solutions=more)  # 3 more: 6 >= 5
     run = runs.maybe_start_scheduled_training()
-    assert run is not None and run.triggered_by is None and run.status == "queued"
+    assert run is not None and run.requested_by is None and run.status == "queued"
     # Not while that run is live.
     assert runs.maybe_start_scheduled_training() is None
 
@@ -321,7 +321,7 @@ def test_the_train_prm_command_records_a_foreground_run(labeled, model_dir):
         "train_prm", "--epochs", "1", "--batch-size", "8", "--eval-fraction", "0.3", stdout=out
     )
     run = TrainingRun.objects.get()
-    assert run.status == "succeeded" and run.triggered_by is None
+    assert run.status == "succeeded" and run.requested_by is None
     assert run.params["epochs"] == 1 and run.worker_hostname.startswith("manage.py@")
     assert f"training run {run.pk} succeeded" in out.getvalue()
     assert (model_dir / f"run-{run.pk}").is_dir()

@@ -89,7 +89,7 @@ def test_a_researcher_starts_a_run_from_the_form(client, researcher):
     run = TrainingRun.objects.get()
     assert response.status_code == 302
     assert response["Location"] == reverse("run-detail", args=[run.pk])
-    assert run.status == "queued" and run.triggered_by == researcher
+    assert run.status == "queued" and run.requested_by == researcher
     assert run.params["epochs"] == 2 and run.params["batch_size"] == 4
     assert run.params["learning_rate"] == 0.001 and run.params["max_minutes"] == 5
     assert (

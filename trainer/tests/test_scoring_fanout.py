@@ -96,7 +96,7 @@ def test_two_workers_score_one_pool_at_once_each_solution_once_with_one_processs
 
     def all_done() -> bool:
         chunks = ScoringChunk.objects.filter(model_version=version)
-        return chunks.exists() and not chunks.exclude(status="done").exists()
+        return chunks.exists() and not chunks.exclude(status="succeeded").exists()
 
     wait_for(all_done, timeout=400, what="every chunk to be done")
     chunks = assert_chunks_partition(version, [s.pk for s in pool])
@@ -144,7 +144,7 @@ def test_a_chunk_whose_worker_died_is_taken_over_and_a_done_chunk_is_not_scored_
 
     assert written == len(pool) - 4
     taken = ScoringChunk.objects.get(pk=dead.pk)
-    assert taken.status == "done" and taken.attempts == 2 and taken.worker_hostname == "w-here"
+    assert taken.status == "succeeded" and taken.attempts == 2 and taken.worker_hostname == "w-here"
     again = ScoringChunk.objects.get(pk=done.pk)
     assert (again.attempts, again.finished_at, again.worker_hostname) == (
         1,
@@ -188,7 +188,7 @@ def test_selection_after_a_partial_scoring_scores_only_what_is_left(scored_setup
     assert generation.params["scored"] == len(pool) - 12
     assert generation.params["pool"] == len(pool)
     chunks = ScoringChunk.objects.filter(model_version=version)
-    assert {c.attempts for c in chunks} == {1} and {c.status for c in chunks} == {"done"}
+    assert {c.attempts for c in chunks} == {1} and {c.status for c in chunks} == {"succeeded"}
     assert not scoring.unscored(version).exists()
 
 
@@ -212,13 +212,13 @@ def test_a_restarted_worker_and_the_periodic_task_put_back_chunks_whose_worker_d
     ):
         worker_ready.send(sender=Consumer())
         queue_chunk.assert_called_once_with((gpu2.pk,), task_id=None)
-        assert ScoringChunk.objects.get(pk=gpu2.pk).status == "pending"
+        assert ScoringChunk.objects.get(pk=gpu2.pk).status == "queued"
         assert ScoringChunk.objects.get(pk=silent.pk).status == "running"
 
         queue_chunk.reset_mock()
         tasks.periodic_retrain_task()
         queue_chunk.assert_called_once_with((silent.pk,), task_id=None)
-        assert ScoringChunk.objects.get(pk=silent.pk).status == "pending"
+        assert ScoringChunk.objects.get(pk=silent.pk).status == "queued"
 
 
 def test_scoring_chunks_go_to_the_gpu_queue():

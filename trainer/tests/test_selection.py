@@ -432,7 +432,7 @@ def test_the_task_runs_on_the_gpu_queue_and_selects_once_per_message(version):
 
 
 def finished_run(*, user=None) -> TrainingRun:
-    return TrainingRun.objects.create(status="succeeded", triggered_by=user)
+    return TrainingRun.objects.create(status="succeeded", requested_by=user)
 
 
 @pytest.mark.parametrize(
@@ -493,7 +493,7 @@ def test_a_scheduled_retrain_scores_the_pool_and_publishes_a_generation_with_its
 
     run = TrainingRun.objects.get(pk=tasks.periodic_retrain_task())
 
-    assert run.status == "succeeded" and run.triggered_by is None, run.error
+    assert run.status == "succeeded" and run.requested_by is None, run.error
     version = ModelVersion.objects.get(training_run=run)
     assert version.is_active
     assert not Solution.objects.exclude(prm_model_version=version).exists()

@@ -78,7 +78,7 @@ def test_the_periodic_task_starts_a_run_once_enough_labels_arrived(settings):
     label_demo_solutions(problems=1)
     run_id = tasks.periodic_retrain_task()
     run = TrainingRun.objects.get(pk=run_id)
-    assert run.status == "queued" and run.triggered_by is None
+    assert run.status == "queued" and run.requested_by is None
 
 
 # --- real workers -----------------------------------------------------------------------------

@@ -3,8 +3,20 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.errors import DomainError
+from annotate.params import add_arguments, given_options
 from trainer.params import TrainingParams
 from trainer.stepwise_export import write_stepwise
+
+DATA_FILTERS = (
+    "include_quality_control",
+    "include_screening",
+    "generation_min",
+    "generation_max",
+    "label_source",
+    "rollout_estimate",
+    "rollout_run",
+    "neutral_as_positive",
+)
 
 
 class Command(BaseCommand):
@@ -15,32 +27,26 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--out", required=True, help="output file, or - for stdout")
-        parser.add_argument("--label-source", choices=["human", "rollout", "both"])
-        parser.add_argument("--rollout-estimate", choices=["hard", "soft"])
-        parser.add_argument("--rollout-run", type=int)
-        parser.add_argument("--generation-min", type=int)
-        parser.add_argument("--generation-max", type=int)
-        parser.add_argument("--no-quality-control", action="store_true")
-        parser.add_argument("--screening", action="store_true")
+        # The training parameters that choose the examples, as train_prm spells them.
+        add_arguments(
+            parser,
+            TrainingParams,
+            only=DATA_FILTERS,
+            aliases={
+                "include_quality_control": ("--quality-control",),
+                "include_screening": ("--screening",),
+            },
+        )
         parser.add_argument(
-            "--neutral-as-negative", action="store_true", help="a 0 step is labeled false"
+            "--neutral-as-negative",
+            dest="neutral_as_positive",
+            action="store_false",
+            default=None,
+            help="a 0 step is labeled false (--no-neutral-as-positive)",
         )
 
     def handle(self, *args, **options):
-        given = {
-            name: options[name]
-            for name in (
-                "label_source",
-                "rollout_estimate",
-                "rollout_run",
-                "generation_min",
-                "generation_max",
-            )
-            if options[name] is not None
-        }
-        given["include_quality_control"] = not options["no_quality_control"]
-        given["include_screening"] = options["screening"]
-        given["neutral_as_positive"] = not options["neutral_as_negative"]
+        given = given_options(TrainingParams, options)
         try:
             params = TrainingParams.from_dict(given)
             if options["out"] == "-":

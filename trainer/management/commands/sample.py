@@ -4,8 +4,9 @@ import socket
 from django.core.management.base import BaseCommand, CommandError
 
 from annotate.errors import DomainError
+from annotate.params import add_arguments, given_options
 from trainer import sampling
-from trainer.generators import GeneratorSpec, SamplingSettings
+from trainer.generators import GeneratorChoice, GeneratorSpec, SamplingSettings
 from trainer.models import SamplingRun
 
 
@@ -33,9 +34,7 @@ class Command(BaseCommand):
         parser.add_argument("--level", type=int)
         parser.add_argument("--limit", type=int, default=100, help="problems the filter takes")
         parser.add_argument("--rollouts", metavar="SOLUTION_IDS", help="roll out these solutions")
-        parser.add_argument("--backend", choices=["openai", "local"])
-        parser.add_argument("--model", help="served model, or a local model's name")
-        parser.add_argument("--base-url", default="", help="OpenAI-compatible server, .../v1")
+        add_arguments(parser, GeneratorChoice)
         parser.add_argument(
             "--api-key-env",
             metavar="VARIABLE",
@@ -43,10 +42,7 @@ class Command(BaseCommand):
             "on the command line would show in ps and the shell's history); the operator's "
             "URLs are sent GENERATOR_API_KEY",
         )
-        parser.add_argument("--temperature", type=float)
-        parser.add_argument("--top-p", type=float)
-        parser.add_argument("--max-tokens", type=int)
-        parser.add_argument("--seed", type=int)
+        add_arguments(parser, SamplingSettings)
         parser.add_argument("--resume", type=int, metavar="RUN_ID")
 
     def handle(self, *args, **options):
@@ -80,20 +76,8 @@ class Command(BaseCommand):
         return os.environ[name]
 
     def _request(self, options, *, api_key: str) -> SamplingRun:
-        backend = options["backend"] or ("openai" if options["base_url"] else "local")
-        spec = GeneratorSpec.requested(
-            {"backend": backend, "model": options["model"], "base_url": options["base_url"]}
-            if options["model"]
-            else None,
-            api_key=api_key,
-        )
-        given = {
-            "temperature": options["temperature"],
-            "top_p": options["top_p"],
-            "max_tokens": options["max_tokens"],
-            "seed": options["seed"],
-        }
-        settings = SamplingSettings.from_dict({k: v for k, v in given.items() if v is not None})
+        spec = GeneratorSpec.requested(given_options(GeneratorChoice, options), api_key=api_key)
+        settings = SamplingSettings.from_dict(given_options(SamplingSettings, options))
         solution_ids = _ids(options["rollouts"])
         problem_ids = None
         if solution_ids is None:

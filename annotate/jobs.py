@@ -1,0 +1,318 @@
+"""Background jobs: one shape for every long-running thing stepwise does.
+
+Training runs, sampling runs, scoring chunks and import jobs are each a `Job`: a row whose
+status goes queued -> running -> succeeded | failed | cancelled, with who asked for it, when it
+started and ended, which worker process holds it and when that worker last beat, a cancel
+request, an error and the tail of its log. Its lifecycle is written once, here:
+
+- `start`: queued -> running on this worker (a redelivered task finds it running and stops);
+- `heartbeat`: a thread that writes `heartbeat_at` while the work goes on and notices a cancel;
+- `finish`: running -> succeeded, failed or cancelled;
+- `request_cancel`: a queued job is cancelled at once, a running one is asked to stop;
+- `recover_stale`: running jobs whose worker is gone, by one rule, failed (or queued again);
+- `append_log` / `appended`: the log tail, stamped and bounded.
+
+Each move is one conditional UPDATE, so two parties that race (a cancel and the worker's
+finish, a recovery and a late heartbeat) never both win. What differs per kind stays with the
+kind: where it honours a cancel (a training step, a sampling item, before a chunk's scores or
+an import's rows are committed), what a recovered job becomes, and its own progress fields.
+
+The ground floor: this module imports Django and the standard library, never an app.
+"""
+
+import logging
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import OperationalError, close_old_connections, connection, models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from annotate.errors import Conflict
+
+logger = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 200
+LOG_LINE_CHARS = 500
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+LIVE = (JobStatus.QUEUED, JobStatus.RUNNING)
+FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class JobRefused(Conflict):
+    """A cancel (or another move) the job's status does not allow."""
+
+
+class Job(models.Model):
+    """The fields every background job has; a concrete job adds what it works on."""
+
+    Status = JobStatus
+    LIVE = LIVE
+    FINISHED = FINISHED
+
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    # Null when the schedule or a command started it (or the user was deleted later).
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    log_tail = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    worker_hostname = models.CharField(max_length=255, blank=True)
+    worker_pid = models.PositiveIntegerField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in LIVE
+
+
+def status_constraint(*, name: str) -> models.CheckConstraint:
+    """The database's own check that a job's status is one of JobStatus."""
+    return models.CheckConstraint(condition=Q(status__in=JobStatus.values), name=name)
+
+
+def noun(model: type[Job]) -> str:
+    """How messages name a kind of job: its verbose name, capitalised ("Training run")."""
+    name = str(model._meta.verbose_name)
+    return name[:1].upper() + name[1:]
+
+
+def stale_cutoff() -> datetime:
+    """Heartbeats older than this are a dead worker's (PRM_RUN_STALE_SECONDS)."""
+    return timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS)
+
+
+# --- the log tail ----------------------------------------------------------------------------
+
+
+def log_lines(text: str) -> list[str]:
+    """Each line of `text`, stamped with the time and cut to LOG_LINE_CHARS."""
+    stamp = timezone.now().strftime("%H:%M:%S")
+    return [f"{stamp} {part[:LOG_LINE_CHARS]}" for part in str(text).splitlines() or [""]]
+
+
+def appended(log_tail: str, text: str) -> str:
+    """The log tail with `text` added, keeping the last LOG_TAIL_LINES lines."""
+    return "\n".join((log_tail.splitlines() + log_lines(text))[-LOG_TAIL_LINES:])
+
+
+def append_log(*, model: type[Job], pk: int, text: str) -> None:
+    with transaction.atomic():
+        # Locked: a worker and a cancel appending at once would each drop the other's line.
+        job = model.objects.select_for_update().only("log_tail").get(pk=pk)
+        model.objects.filter(pk=pk).update(log_tail=appended(job.log_tail, text))
+
+
+# --- the worker's side -----------------------------------------------------------------------
+
+
+def cancel_requested(*, model: type[Job], pk: int) -> bool:
+    """Whether someone asked the job to stop; a worker checks it where its kind can stop."""
+    return model.objects.filter(pk=pk, cancel_requested=True).exists()
+
+
+def start(
+    *,
+    model: type[Job],
+    pk: int,
+    worker_hostname: str = "",
+    record_pid: bool = True,
+    only_from: Iterable[str] = (JobStatus.QUEUED,),
+    values: Mapping[str, Any] | None = None,
+) -> bool:
+    """Move the job to running on this worker; False when it was not in `only_from` (a
+    redelivered task message, a cancelled job). `values`: more columns to set with it.
+
+    `record_pid=False` leaves the worker's pid empty, for a job any process of the worker may
+    hold (a scoring chunk): a worker restarting under its name then recovers it at once.
+    """
+    now = timezone.now()
+    return bool(
+        model.objects.filter(pk=pk, status__in=list(only_from)).update(
+            status=JobStatus.RUNNING,
+            started_at=now,
+            heartbeat_at=now,
+            worker_hostname=worker_hostname[:255],
+            worker_pid=os.getpid() if record_pid else None,
+            **(values or {}),
+        )
+    )
+
+
+def finish(
+    *,
+    model: type[Job],
+    pk: int,
+    status: str,
+    error: str = "",
+    only_from: Iterable[str] = (JobStatus.RUNNING,),
+    claim: Mapping[str, Any] | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> bool:
+    """Move the job to a final status; False when it was no longer in `only_from` or no longer
+    matches `claim` (the conditions that say it is still this worker's, or not cancelled)."""
+    return bool(
+        model.objects.filter(pk=pk, status__in=list(only_from), **(claim or {})).update(
+            status=status, error=error, finished_at=timezone.now(), **(values or {})
+        )
+    )
+
+
+class Heartbeat:
+    """Writes a running job's `heartbeat_at` every PRM_HEARTBEAT_SECONDS on its own thread, so
+    a long stretch without progress is not taken for a dead worker; sets `cancelled` once a
+    cancel is requested. Use it as a context manager around the work (`heartbeat`).
+
+    The thread has its own connection. Inside a caller's transaction (a test, a caller's atomic
+    block) no other connection sees the job as running, so there is nothing to beat for and no
+    thread is started.
+    """
+
+    def __init__(self, *, model: type[Job], pk: int, claim: Mapping[str, Any] | None) -> None:
+        self.model, self.pk, self.claim = model, pk, dict(claim or {})
+        self.cancelled = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, name=f"{model._meta.model_name}-{pk}-heartbeat", daemon=True
+        )
+        self._enabled = not connection.in_atomic_block
+
+    def __enter__(self) -> "Heartbeat":
+        if self._enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._enabled:
+            self._done.set()
+            self._thread.join(timeout=30)
+
+    def _beat(self) -> None:
+        try:
+            while not self._done.wait(settings.PRM_HEARTBEAT_SECONDS):
+                try:
+                    self.model.objects.filter(
+                        pk=self.pk, status=JobStatus.RUNNING, **self.claim
+                    ).update(heartbeat_at=timezone.now())
+                    if cancel_requested(model=self.model, pk=self.pk):
+                        self.cancelled.set()
+                except OperationalError as exc:
+                    # SQLite's one writer may be the job itself (an import's transaction): the
+                    # beat misses its turn, and a recovery waits for the same lock, by when the
+                    # job has finished.
+                    logger.warning("Heartbeat of %s %s missed: %s", noun(self.model), self.pk, exc)
+                    close_old_connections()
+                except Exception:  # a missed beat must never take the job down
+                    logger.exception("Heartbeat of %s %s failed", noun(self.model), self.pk)
+                    close_old_connections()
+        finally:
+            connection.close()
+
+
+def heartbeat(*, model: type[Job], pk: int, claim: Mapping[str, Any] | None = None) -> Heartbeat:
+    """The heartbeat of a running job, beating while the `with` block runs; `claim` narrows
+    the rows it beats for to this worker's claim (its pid, its attempt)."""
+    return Heartbeat(model=model, pk=pk, claim=claim)
+
+
+# --- anyone's side ---------------------------------------------------------------------------
+
+
+def request_cancel(
+    *, model: type[Job], pk: int, stops: str, refused: type[Conflict] = JobRefused
+) -> Job:
+    """A queued job is cancelled at once; a running one is asked to stop, which it does
+    `stops` ("at the next step"), where its kind checks `cancel_requested`. A finished job
+    raises `refused`."""
+    if model.objects.filter(pk=pk, status=JobStatus.QUEUED).update(
+        status=JobStatus.CANCELLED, cancel_requested=True, finished_at=timezone.now()
+    ):
+        append_log(model=model, pk=pk, text="Cancelled before it started.")
+    elif model.objects.filter(pk=pk, status=JobStatus.RUNNING).update(cancel_requested=True):
+        append_log(model=model, pk=pk, text=f"Cancellation requested; stopping {stops}.")
+    else:
+        job = model.objects.get(pk=pk)
+        raise refused(f"{noun(model)} {pk} has already {job.status}.")
+    return model.objects.get(pk=pk)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this pid exists on this host (a worker that restarted under the
+    same name finds its dead predecessor's jobs by it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_stale(
+    *,
+    model: type[Job],
+    advice: str,
+    older_than: datetime | None = None,
+    worker_hostname: str = "",
+    to_status: str = JobStatus.FAILED,
+) -> list[int]:
+    """Recover running jobs whose worker is gone; return their ids.
+
+    The rule: a running job is gone when its heartbeat is older than `older_than`, or, given
+    the name of a worker that just started, when it ran on a worker of that name whose process
+    no longer exists (or was never recorded). A gone job becomes `to_status` (failed; queued
+    again for a job any worker may retake) with the reason and `advice` as its error and in
+    its log. A job that beat again meanwhile is left alone.
+    """
+    running = model.objects.filter(status=JobStatus.RUNNING)
+    stale: set[int] = set()
+    if older_than is not None:
+        stale.update(running.filter(heartbeat_at__lt=older_than).values_list("pk", flat=True))
+    if worker_hostname:
+        for pk, pid in running.filter(worker_hostname=worker_hostname).values_list(
+            "pk", "worker_pid"
+        ):
+            if pid is None or not process_alive(pid):
+                stale.add(pk)
+    recovered = []
+    for pk in sorted(stale):
+        job = model.objects.only("worker_hostname", "heartbeat_at").get(pk=pk)
+        beat = f"{job.heartbeat_at:%Y-%m-%d %H:%M:%S %Z}" if job.heartbeat_at else "none"
+        message = (
+            f"The worker {job.worker_hostname or '(unknown)'} stopped during the run (last "
+            f"heartbeat {beat}): {advice}"
+        )
+        moved = model.objects.filter(
+            pk=pk, status=JobStatus.RUNNING, heartbeat_at=job.heartbeat_at
+        ).update(
+            status=to_status,
+            error=message,
+            finished_at=timezone.now() if to_status in FINISHED else None,
+        )
+        if moved:
+            logger.warning("%s %s recovered (%s): %s", noun(model), pk, to_status, message)
+            append_log(model=model, pk=pk, text=message)
+            recovered.append(pk)
+    return recovered
