@@ -221,10 +221,12 @@ def start_server(
     database_url: str,
     port: int,
     threads: int | None = None,
+    processes: int | None = None,
     env: dict[str, str] | None = None,
 ):
     """The Procfile's web server on 127.0.0.1:`port`, answering; `env` overrides the
-    environment below. `threads` sets WEB_THREADS (annotate/server.py's default without)."""
+    environment below. `threads` and `processes` set WEB_THREADS and WEB_PROCESSES
+    (annotate/server.py's defaults without)."""
     env = (
         dict(
             os.environ,
@@ -240,6 +242,7 @@ def start_server(
             PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         )
         | ({"WEB_THREADS": str(threads)} if threads else {})
+        | ({"WEB_PROCESSES": str(processes)} if processes else {})
         | (env or {})
     )
     process = subprocess.Popen(["sh", "-c", f"exec {procfile_web_command()}"], cwd=REPO, env=env)
@@ -638,6 +641,12 @@ def main() -> int:
         help="the web server's threads (default: annotate/server.py's)",
     )
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="the web server's processes (default: annotate/server.py's, one per core)",
+    )
+    parser.add_argument(
         "--think-ms", type=float, default=0.0, help="mean pause before each rating (default none)"
     )
     parser.add_argument(
@@ -663,7 +672,12 @@ def main() -> int:
         )
         return 2
     rng = random.Random(args.seed)
-    from annotate.server import THREADS
+    from annotate.server import MAX_DEFAULT_PROCESSES, THREADS
+
+    # What the server will run (PostgreSQL: one per core up to its cap, unless set).
+    processes = args.processes or int(
+        os.environ.get("WEB_PROCESSES") or min(os.cpu_count() or 1, MAX_DEFAULT_PROCESSES)
+    )
 
     with throwaway_django(bench_database_name(server_url, BENCH_DB_SUFFIX, args.database)):
         # setup_django pointed DATABASE_URL at the throwaway database: the server serves it too.
@@ -676,7 +690,12 @@ def main() -> int:
             file=sys.stderr,
         )
         port = free_port()
-        process = start_server(database_url=database_url, port=port, threads=args.threads)
+        process = start_server(
+            database_url=database_url,
+            port=port,
+            threads=args.threads,
+            processes=args.processes,
+        )
         try:
             base = f"http://127.0.0.1:{port}"
             labelers = [
@@ -720,7 +739,7 @@ def main() -> int:
 
     print(
         f"\nstepwise serve benchmark: the Procfile's web server ({procfile_web_command()}, "
-        f"{args.threads or THREADS} threads), PostgreSQL, "
+        f"{processes} processes of {args.threads or THREADS} threads), PostgreSQL, "
         f"{args.labelers} labelers, {app_s:.0f} s labeling + {floor_s:.0f} s floor, "
         f"think time {args.think_ms:.0f} ms"
     )

@@ -8,6 +8,7 @@ rather than one over 30 s, shows whether a server cuts long responses; a server 
 gunicorn ignores it.
 """
 
+import contextlib
 import http.client
 import json
 import os
@@ -69,8 +70,8 @@ class Server:
         return self.log_path.read_text(errors="replace")[-3000:]
 
 
-@pytest.fixture
-def server(transactional_db, tmp_path):
+@contextlib.contextmanager
+def running_server(tmp_path: Path, **env_overrides: str):
     """The Procfile's web process on a free port, serving the test database."""
     port = free_port()
     env = dict(
@@ -86,6 +87,7 @@ def server(transactional_db, tmp_path):
         GUNICORN_CMD_ARGS="--timeout 5",
         # The slow-client test asks for the schema, the heaviest page, without logging in.
         API_SCHEMA_PUBLIC="true",
+        **env_overrides,
     )
     log_path = tmp_path / "web.log"
     with log_path.open("w") as log:
@@ -111,13 +113,20 @@ def server(transactional_db, tmp_path):
             time.sleep(0.2)
         yield server
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         print(server.log_tail())
+
+
+@pytest.fixture
+def server(transactional_db, tmp_path):
+    with running_server(tmp_path) as server:
+        yield server
 
 
 def open_slow_request(port: int) -> socket.socket:
@@ -273,3 +282,72 @@ def test_an_export_that_fails_half_way_is_an_error_to_the_client(
         connection.close()
     lines = bytes(body).decode(errors="replace").splitlines()
     assert 0 < len(lines) < expected
+
+
+def server_processes(parent: int) -> set[int]:
+    children = Path(f"/proc/{parent}/task/{parent}/children")
+    return {int(pid) for pid in children.read_text().split()} if children.exists() else set()
+
+
+def wait_for(condition, *, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.1)
+    return value
+
+
+def test_the_server_forks_processes_and_replaces_one_that_dies(transactional_db, tmp_path):
+    require(Path("/proc/self/task").exists(), "counts the server's processes through /proc")
+    with running_server(tmp_path, WEB_PROCESSES="2") as server:
+        parent = server.process.pid
+        first = wait_for(
+            lambda: len(server_processes(parent)) == 2 and server_processes(parent),
+            seconds=10,
+            what="two server processes",
+        )
+        killed = min(first)
+        os.kill(killed, signal.SIGKILL)
+        replaced = wait_for(
+            lambda: (
+                len(server_processes(parent)) == 2
+                and killed not in server_processes(parent)
+                and server_processes(parent)
+            ),
+            seconds=15,
+            what=f"a process in place of the killed {killed}",
+        )
+        assert len(replaced - first) == 1
+        # Every request answers, from whichever process takes it.
+        statuses = [
+            requests.get(f"{server.url}/accounts/login/", timeout=5).status_code for _ in range(20)
+        ]
+        assert statuses == [200] * 20
+        assert f"server process {killed} ended (signal SIGKILL); starting another" in (
+            server.log_tail()
+        )
+
+
+def test_sigterm_to_the_server_stops_every_process(transactional_db, tmp_path):
+    require(Path("/proc/self/task").exists(), "counts the server's processes through /proc")
+    with running_server(tmp_path, WEB_PROCESSES="2") as server:
+        parent = server.process.pid
+        children = wait_for(
+            lambda: len(server_processes(parent)) == 2 and server_processes(parent),
+            seconds=10,
+            what="two server processes",
+        )
+        # The parent alone, as a process manager that knows one pid sends it.
+        os.kill(parent, signal.SIGTERM)
+        assert server.process.wait(timeout=15) == 0
+        for pid in children:
+            wait_for(
+                lambda pid=pid: (
+                    not Path(f"/proc/{pid}").exists()
+                    or "zombie" in Path(f"/proc/{pid}/status").read_text()
+                ),
+                seconds=10,
+                what=f"server process {pid} stopped",
+            )
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"{server.url}/accounts/login/", timeout=2)
