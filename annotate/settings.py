@@ -71,8 +71,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # Cache-Control: no-store on secrets and exports (annotate/nostore.py).
-    "annotate.nostore.NoStoreMiddleware",
+    # Cache-Control: no-store on secrets and exports (core/nostore.py).
+    "core.nostore.NoStoreMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -82,7 +82,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # After htmx's: a refusal answers an htmx request with plain text, a page with error.html.
-    "annotate.errors.DomainErrorMiddleware",
+    "core.errors.DomainErrorMiddleware",
     "csp.middleware.CSPMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into a 429 page.
     "axes.middleware.AxesMiddleware",
@@ -194,15 +194,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "annotate.errors.api_exception_handler",
-    # Strict JSON (annotate/strictjson.py): no NaN, Infinity, duplicate keys, deep nesting.
+    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
+    # Strict JSON (core/strictjson.py): no NaN, Infinity, duplicate keys, deep nesting.
     "DEFAULT_PARSER_CLASSES": [
-        "annotate.strictjson.StrictJSONParser",
+        "core.strictjson.StrictJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
     # They count in the shared cache (CACHES); refused authentication counts too
-    # (annotate.errors.api_exception_handler), against the client's address.
+    # (core.errors.api_exception_handler), against the client's address.
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",
@@ -224,20 +224,20 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # Every job (training and sampling runs, imports) has the same statuses: one enum, one name.
-    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "annotate.jobs.JobStatus"},
+    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "core.jobs.JobStatus"},
 }
 
 # --- What a client is, and what an outsider may read (issue 27) -----------------------------
 # Proxies in front of the app that each append the address they saw to X-Forwarded-For. 0 (no
 # proxy): throttles and the login lockout key on the socket's address alone, since anyone can
 # send that header; N: on the address the outermost of the N trusted proxies appended
-# (annotate/clientip.py). Set it to the real number: one too many lets clients pick their
+# (core/clientip.py). Set it to the real number: one too many lets clients pick their
 # address again, one too few counts everyone behind the proxy as one client.
 TRUSTED_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0"))
 if TRUSTED_PROXY_COUNT < 0:
     raise ImproperlyConfigured(f"TRUSTED_PROXY_COUNT must be 0 or more, not {TRUSTED_PROXY_COUNT}.")
 REST_FRAMEWORK["NUM_PROXIES"] = TRUSTED_PROXY_COUNT
-AXES_CLIENT_IP_CALLABLE = "annotate.clientip.client_address"
+AXES_CLIENT_IP_CALLABLE = "core.clientip.client_address"
 # /api/schema/ and /api/docs/ need a login (session or token) as the rest of the API does;
 # true serves them to anyone (annotate/apidocs.py).
 API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", False)
@@ -245,13 +245,13 @@ API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", False)
 
 # --- Serving speed (issue 27, the workbench under load) ---------------------------------------
 # The API throttles keep DRF's keys and rates but count in one atomic statement of the shared
-# cache above (annotate/throttling.py): one round trip a request instead of six (a read, then a
+# cache above (core/throttling.py): one round trip a request instead of six (a read, then a
 # transaction with a COUNT(*) of the cache table), and a burst spread over server processes
-# cannot pass more than the rate in a window. annotate/errors.py counts refused logins with the
+# cannot pass more than the rate in a window. core/errors.py counts refused logins with the
 # same anonymous throttle.
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
-    "annotate.throttling.AnonRateThrottle",
-    "annotate.throttling.UserRateThrottle",
+    "core.throttling.AnonRateThrottle",
+    "core.throttling.UserRateThrottle",
 ]
 # --- end of the serving-speed block -----------------------------------------------------------
 
@@ -267,7 +267,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", 
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 # The limit is checked against Content-Length before the body is read, then while it streams.
 FILE_UPLOAD_HANDLERS = [
-    "annotate.strictjson.UploadLimitHandler",
+    "core.strictjson.UploadLimitHandler",
     "django.core.files.uploadhandler.MemoryFileUploadHandler",
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]

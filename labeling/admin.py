@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 
+from core.permissions import can_export_labels
 from labeling import mathtext, quality
 from labeling.export import ExportFilters, prm800k_response
 from labeling.models import (
@@ -14,7 +15,6 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
-from labeling.permissions import can_export_labels
 from labeling.services.labelers import get_or_create_labeler
 
 admin.site.site_header = "stepwise administration"

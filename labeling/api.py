@@ -18,12 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
-from annotate.nostore import no_store
-from annotate.strictjson import StrictJSONParser
-from labeling import export, quality, selectors, tokens
-from labeling import serializers as s
-from labeling.models import ImportJob, LabelingSession, Problem, Solution
-from labeling.permissions import (
+from core.nostore import no_store
+from core.permissions import (
     ADMIN,
     RESEARCHER,
     IsAdmin,
@@ -32,6 +28,10 @@ from labeling.permissions import (
     ReadResearcherWriteAdmin,
     has_role,
 )
+from core.strictjson import StrictJSONParser
+from labeling import export, quality, selectors, tokens
+from labeling import serializers as s
+from labeling.models import ImportJob, LabelingSession, Problem, Solution
 from labeling.services import import_jobs, live, workbench
 from labeling.services.importing import import_problems, import_solutions
 from labeling.services.labelers import get_or_create_labeler

@@ -7,7 +7,7 @@ class LabelingConfig(AppConfig):
     name = "labeling"
 
     def ready(self) -> None:
-        from labeling.roles import sync_role_groups_after_migrate
+        from core.roles import sync_role_groups_after_migrate
         from labeling.services.workbench import recount_after_delete
         from labeling.tokens import connect_token_revocation
 

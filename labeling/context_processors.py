@@ -1,6 +1,6 @@
 import functools
 
-from labeling.permissions import can_export_labels, can_view_quality
+from core.permissions import can_export_labels, can_view_quality
 
 
 def roles(request):

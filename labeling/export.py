@@ -20,7 +20,7 @@ from django.http import StreamingHttpResponse
 from django.utils import timezone
 from tqdm import tqdm
 
-from labeling import prm800k
+from core import prm800k
 from labeling.models import LabelingSession, Problem, Solution, StepLabel
 
 EXPORT_CHUNK = 1000

@@ -1,6 +1,6 @@
 from django import forms
 
-from annotate.params import names
+from core.params import names
 from labeling.export import ExportFilters
 from labeling.models import Generation
 from trainer.generators import PROPOSAL_SETTINGS, GeneratorChoice, outbound

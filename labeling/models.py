@@ -15,8 +15,8 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
-from annotate.jobs import Job, status_constraint
-from labeling.prm800k import RATINGS
+from core.jobs import Job, status_constraint
+from core.prm800k import RATINGS
 
 
 def text_digest(text: str) -> str:
@@ -451,7 +451,7 @@ class Guideline(models.Model):
 
 class ImportJob(Job):
     """An uploaded file imported by a worker, all or nothing, with its outcome. A job
-    (`annotate.jobs`): its rows and its success commit together, so a cancel or a dead worker
+    (`core.jobs`): its rows and its success commit together, so a cancel or a dead worker
     leaves nothing imported."""
 
     class Kind(models.TextChoices):

@@ -22,7 +22,7 @@ from django.db.models import Count, Max, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from annotate.errors import Conflict
+from core.errors import Conflict
 from labeling.models import (
     FinishReason,
     Guideline,

@@ -7,7 +7,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, 
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 
-from labeling import permissions, rules
+from core import permissions, rules
 from labeling.models import (
     IN_QUEUES,
     Generation,
@@ -205,7 +205,7 @@ class WorkbenchState:
     first -1 step carrying its alternatives shown so far. `current` is the one item to rate
     next (None when nothing is left); `outcome` the finish reason that can be submitted now
     (found_error or solution), if any. `next_actions` is what the labeler may do next
-    (`labeling.rules.next_actions`): what the page acts on, and what API clients are told.
+    (`core.rules.next_actions`): what the page acts on, and what API clients are told.
     """
 
     items: list[Item]

@@ -4,8 +4,10 @@ from drf_spectacular.utils import extend_schema_field
 from knox.models import AuthToken
 from rest_framework import serializers
 
-from annotate.params import describe
-from labeling import prm800k, rules, selectors
+from core import prm800k, rules
+from core.params import describe
+from core.permissions import can_view_quality
+from labeling import selectors
 from labeling.models import (
     FinishReason,
     ImportJob,
@@ -15,7 +17,6 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
-from labeling.permissions import can_view_quality
 from trainer.generators import PROPOSAL_SETTINGS, GeneratorSpec, SamplingSettings
 
 
@@ -224,7 +225,7 @@ class WorkbenchStateSerializer(serializers.Serializer):
         help_text="Whether a step can be written now (the error step and its alternatives rated)."
     )
     next_actions = NextActionsSerializer(
-        help_text="What the labeler may do next, by the workbench's rules (labeling.rules)."
+        help_text="What the labeler may do next, by the workbench's rules (core.rules)."
     )
 
 

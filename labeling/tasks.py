@@ -1,7 +1,7 @@
 from celery import shared_task
 from celery.signals import worker_ready
 
-from annotate import jobs
+from core import jobs
 from labeling import grading
 from labeling.services import import_jobs
 

@@ -11,12 +11,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
 
-from annotate.errors import Invalid
-from annotate.nostore import no_store
-from labeling import agreement, export, mathtext, prm800k, quality, selectors, tokens
-from labeling.forms import ApiTokenForm, ExportForm, LiveGenerationForm
-from labeling.models import Generation, Labeler, LabelingSession
-from labeling.permissions import (
+from core import prm800k
+from core.errors import Invalid
+from core.nostore import no_store
+from core.permissions import (
     ADMIN,
     ANNOTATOR,
     RESEARCHER,
@@ -26,6 +24,9 @@ from labeling.permissions import (
     can_view_quality,
     has_role,
 )
+from labeling import agreement, export, mathtext, quality, selectors, tokens
+from labeling.forms import ApiTokenForm, ExportForm, LiveGenerationForm
+from labeling.models import Generation, Labeler, LabelingSession
 from labeling.services import live, overlap, reports, workbench
 from labeling.services.labelers import get_or_create_labeler
 

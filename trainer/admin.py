@@ -2,7 +2,7 @@
 
 from django.contrib import admin, messages
 
-from annotate.errors import DomainError
+from core.errors import DomainError
 from trainer import model_versions, runs, sampling, selectors
 from trainer.models import (
     LocalModel,

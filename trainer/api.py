@@ -1,6 +1,6 @@
 """The REST API of the model side: training runs, model versions, generations.
 
-Refusals are domain errors (annotate.errors): the API's exception handler gives each its status.
+Refusals are domain errors (core.errors): the API's exception handler gives each its status.
 """
 
 from django.db.models import QuerySet
@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
+from core.permissions import IsResearcher
 from labeling.models import Generation
-from labeling.permissions import IsResearcher
 from labeling.services import overlap
 from trainer import model_versions, pipeline, runs, scoring_service, selectors
 from trainer import serializers as s

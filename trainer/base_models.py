@@ -26,7 +26,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotate.errors import Invalid
+from core.errors import Invalid
 
 MAX_LENGTH = 1024
 

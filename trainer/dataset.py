@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass
 
 from django.db.models import Count
 
+from core.prm800k import RATINGS
 from labeling import agreement
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
-from labeling.prm800k import RATINGS
 
 SESSION_CHUNK = 500
 

@@ -4,7 +4,7 @@ generation's selection parameters."""
 from django import forms
 from django.utils.html import format_html, format_html_join
 
-from annotate.params import form_fields, names, params_from_form
+from core.params import form_fields, names, params_from_form
 from labeling.services.overlap import OverlapParams
 from trainer.models import LocalModel
 from trainer.params import TrainingParams

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from annotate.errors import Conflict, NotFound
+from core.errors import Conflict, NotFound
 from trainer.models import ModelVersion
 from trainer.prm import CLASSES, PRM, STEP_TAG
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from annotate.errors import Conflict, Invalid
+from core.errors import Conflict, Invalid
 from trainer.base_models import BaseModelRefused, check_base_model
 from trainer.models import LocalModel
 

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotate import locks
-from annotate.errors import Conflict
+from core import locks
+from core.errors import Conflict
 from trainer import pipeline
 from trainer.models import ModelVersion, TrainingRun
 from trainer.selectors import active_model_version

@@ -1,12 +1,12 @@
 from django.db import models
 from django.db.models import F, Q
 
-from annotate.jobs import LIVE, Job, status_constraint
+from core.jobs import LIVE, Job, status_constraint
 
 
 class TrainingRun(Job):
     """One attempt to train the PRM: what it was asked to do, how far it got, what it made.
-    A job (`annotate.jobs`): status, requester, cancel, heartbeat and log tail are a job's."""
+    A job (`core.jobs`): status, requester, cancel, heartbeat and log tail are a job's."""
 
     params = models.JSONField(default=dict, blank=True)
 
@@ -242,7 +242,7 @@ class ScoringChunk(Job):
     together, and a chunk whose worker died (its heartbeat went stale) is claimed again.
     Ranges of one version never overlap (`trainer.scoring.plan_scoring` plans them under a
     lock on the version); scoring a range writes only what lacks the version's scores, so a
-    chunk is idempotent. A job (`annotate.jobs`) that is queued again when its worker dies;
+    chunk is idempotent. A job (`core.jobs`) that is queued again when its worker dies;
     `started_at` is its latest claim, and nobody requests it (the scoring does).
     """
 

@@ -3,7 +3,7 @@
 `TrainingParams` is the one definition: the data filters a run trains on, the loop's
 settings, the scoring rule its model version keeps, and its limits. The web form
 (`trainer.forms.TrainingRunForm`), the API's validation, `manage.py train_prm`'s options and
-the stored `TrainingRun.params` are all derived from it (`annotate.params`), so a parameter
+the stored `TrainingRun.params` are all derived from it (`core.params`), so a parameter
 added here appears everywhere, checked the same way. Each value is checked where the run is
 requested (`requested`) and again on the worker that reads the stored run (`from_dict`).
 This module imports no torch: the web process reads it to draw a form.
@@ -12,13 +12,13 @@ This module imports no torch: the web process reads it to draw a form.
 from dataclasses import dataclass, replace
 from typing import Any
 
-from annotate.errors import Invalid
-from annotate.params import Params, param, refused
-from trainer import aggregation
+from core import aggregation
+from core.errors import Invalid
+from core.params import Params, param, refused
 from trainer.base_models import BaseModelRefused, check_base_model
 
 SCHEDULES = ("cosine", "linear", "constant")
-# Solution score from step scores: the names of the one registry, trainer.aggregation.
+# Solution score from step scores: the names of the one registry, core.aggregation.
 AGGREGATIONS = tuple(aggregation.AGGREGATIONS)
 # Which labels a run trains on (trainer.dataset.build_training_examples): human ratings,
 # rollout labels (trainer.rollouts), or both, each solution giving one example of each.

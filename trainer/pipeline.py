@@ -8,7 +8,7 @@ version's chunks (`trainer.scoring`) and queues one chunk task per chunk, which 
 takes. What a killed worker left is queued again (`requeue_unfinished_scoring`) when a worker
 starts and from the periodic task.
 
-Tasks are queued by name (`annotate.celery.queue_task`): `trainer.tasks` imports this module,
+Tasks are queued by name (`core.queueing.queue_task`): `trainer.tasks` imports this module,
 so this module never imports `trainer.tasks` back.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 from django.conf import settings
 from kombu.exceptions import OperationalError as BrokerError
 
-from annotate.celery import queue_task
-from annotate.errors import Conflict, Unavailable
+from core.errors import Conflict, Unavailable
+from core.queueing import queue_task
 from trainer import scoring, selection
 from trainer.models import ModelVersion, TrainingRun
 from trainer.selectors import active_model_version

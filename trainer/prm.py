@@ -24,12 +24,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from labeling.prm800k import RATINGS
-
 # Solution score from step scores, chosen by PRMSettings.aggregation: defined without torch in
-# trainer.aggregation (the training form offers its names), imported from here as well.
-from trainer.aggregation import AGGREGATIONS as AGGREGATIONS
-from trainer.aggregation import solution_score as solution_score
+# core.aggregation (the training form offers its names), imported from here as well.
+from core.aggregation import AGGREGATIONS as AGGREGATIONS
+from core.aggregation import solution_score as solution_score
+from core.prm800k import RATINGS
 
 STEP_TAG = "<step>"
 PAD = "<pad>"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from annotate.errors import Invalid
+from core.errors import Invalid
 
 GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))  # 0.05, 0.10, ... 0.95
 

@@ -27,8 +27,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from annotate import jobs
-from annotate.errors import Conflict, DomainError
+from core import jobs
+from core.errors import Conflict, DomainError
 from trainer import dataset, model_versions, pipeline
 from trainer.base_models import resolve_base_model
 from trainer.models import ModelVersion, TrainingRun

@@ -6,7 +6,7 @@ run's counts are committed in one transaction, so a worker killed mid-run leaves
 only and a resumed run does exactly the items not done. Sample i of item p is drawn with seed
 `seed + p * samples + i`: a resumed run asks for the samples it would have drawn anyway.
 
-A run is a job (`annotate.jobs`), delivered like training runs: the task is acked late but
+A run is a job (`core.jobs`), delivered like training runs: the task is acked late but
 never re-queued when its worker dies; a run whose worker is gone is marked failed (resumable) by
 `mark_stale_sampling_runs_failed`, at worker start and whenever a run is requested or resumed.
 """
@@ -23,9 +23,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from annotate import jobs
-from annotate.celery import queue_task
-from annotate.errors import DomainError, Invalid, NotFound
+from core import jobs
+from core.errors import DomainError, Invalid, NotFound
+from core.queueing import queue_task
 from labeling.grading import grade_answer
 from labeling.models import Problem, Solution, solution_digest
 from trainer import pipeline, selection

@@ -1,6 +1,6 @@
 """The REST API of sampling runs: start, list, watch, cancel and resume them.
 
-Refusals are domain errors (annotate.errors): the API's exception handler gives each its status.
+Refusals are domain errors (core.errors): the API's exception handler gives each its status.
 """
 
 from django.db.models import QuerySet
@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
-from labeling.permissions import IsResearcher
+from core.permissions import IsResearcher
 from trainer import sampling
 from trainer import sampling_serializers as s
 from trainer.models import SamplingRun

@@ -2,7 +2,7 @@
 
 from django import forms
 
-from annotate.params import form_fields, names, params_from_form
+from core.params import form_fields, names, params_from_form
 from trainer import sampling
 from trainer.generators import GeneratorChoice, SamplingSettings, outbound
 from trainer.generators.forms import clean_generator, generator_fields

@@ -3,7 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from annotate.params import describe
+from core.params import describe
 from trainer.generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
 from trainer.models import SamplingRun
 from trainer.sampling import MAX_ID, MAX_ITEMS, problem_ids_matching, progress

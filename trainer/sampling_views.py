@@ -1,6 +1,6 @@
 """Researcher pages of sampling runs: start one, watch it, cancel or resume it.
 
-A refusal on the form page is shown on that page, with the status annotate.errors gives its kind.
+A refusal on the form page is shown on that page, with the status core.errors gives its kind.
 """
 
 from functools import partial
@@ -13,9 +13,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from annotate import job_views
-from annotate.errors import DomainError, http_status
-from labeling.permissions import ADMIN, RESEARCHER, has_role
+from core import job_views
+from core.errors import DomainError, http_status
+from core.permissions import ADMIN, RESEARCHER, has_role
 from trainer import sampling
 from trainer.generators import outbound
 from trainer.models import SamplingRun

@@ -9,7 +9,7 @@ range lost the version's scores (the version was activated again) is reopened.
 A worker claims a chunk by locking its row (`SELECT ... FOR UPDATE SKIP LOCKED` on PostgreSQL:
 workers never wait on each other), scores the solutions of the range that still lack the
 version's scores, and commits those scores with the chunk's done mark in one transaction. A
-chunk is a job (`annotate.jobs`): queued, running, then succeeded (done). A claim is numbered
+chunk is a job (`core.jobs`): queued, running, then succeeded (done). A claim is numbered
 (`attempts`): a chunk whose worker stopped beating (PRM_RUN_STALE_SECONDS) is claimed again, and
 the late worker, finding its claim is no longer the current one, writes nothing. A chunk
 cancelled, or failed, is scored again by the next planning. The scoring's progress is the sum
@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 
-from annotate import jobs
+from core import jobs
 from labeling.models import Solution
 from trainer.models import ModelVersion, ScoringChunk
 

@@ -11,7 +11,7 @@ so a web process that never scores never pays for it.
 import threading
 from dataclasses import dataclass
 
-from annotate.errors import Unavailable
+from core.errors import Unavailable
 from trainer import pipeline
 from trainer.models import ModelVersion
 

@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, transaction
 from django.db.models import Max, QuerySet
 
-from annotate import locks
-from annotate.errors import Conflict, Invalid
-from annotate.params import Params, like, param
+from core import locks
+from core.errors import Conflict, Invalid
+from core.params import Params, like, param
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, Solution
 from labeling.selectors import has_submitted_label
 from labeling.services import overlap

@@ -4,7 +4,7 @@ generations."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from annotate.params import describe, params_from_data, serializer_fields
+from core.params import describe, params_from_data, serializer_fields
 from labeling.models import Generation
 from labeling.services.overlap import OverlapParams
 from trainer import selectors

@@ -3,7 +3,7 @@ inspection (one solution's steps beside the PRM's scores; where PRM and humans d
 generations of active learning (composition, labelers' progress and agreement, overlap, publish
 the next one).
 
-A refusal on a form page is shown on that page, with the status annotate.errors gives its kind.
+A refusal on a form page is shown on that page, with the status core.errors gives its kind.
 """
 
 from functools import partial
@@ -18,11 +18,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
-from annotate import job_views
-from annotate.errors import DomainError, http_status
+from core import job_views
+from core.errors import DomainError, http_status
+from core.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
 from labeling import agreement
 from labeling.models import Generation, Solution
-from labeling.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
 from labeling.services import overlap
 from trainer import charts, model_versions, pipeline, runs, selectors
 from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm

@@ -11,10 +11,10 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from core.prm800k import RATINGS
+from core.roles import sync_role_groups
 from labeling import quality
 from labeling.models import LabelingSession, Solution, StepLabel, StepRating
-from labeling.prm800k import RATINGS
-from labeling.roles import sync_role_groups
 from labeling.services.importing import ImportResult, import_problems, import_solutions
 from labeling.services.labelers import get_or_create_labeler
 from labeling.services.workbench import recount_labels

@@ -1,4 +1,4 @@
-"""An import job becomes a job (annotate.jobs.Job): `created_by` is its `requested_by`, it may be
+"""An import job becomes a job (core.jobs.Job): `created_by` is its `requested_by`, it may be
 cancelled, and it records its worker, heartbeat and log like every job. Its statuses were
 already the jobs' (less cancelled)."""
 

@@ -1,6 +1,6 @@
 """Imports as jobs: an uploaded file is checked, stored, and imported by a worker.
 
-The importers themselves (`importing`, `prm800k_import`) are all-or-nothing; a job (`annotate.jobs`)
+The importers themselves (`importing`, `prm800k_import`) are all-or-nothing; a job (`core.jobs`)
 records who uploaded what and how it ended, so a script can poll it. The rows an import writes and
 its job's success commit together: a cancel that came first, or a worker that died, leaves
 nothing imported. A stored file lives only as long as its job has work to do: a refused upload
@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
 
-from annotate import jobs
-from annotate.celery import queue_task
-from annotate.errors import Invalid, TooLarge
+from core import jobs
+from core.errors import Invalid, TooLarge
+from core.queueing import queue_task
 from labeling.models import ImportJob
 from labeling.services.importing import (
     ImportFailed,

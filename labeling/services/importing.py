@@ -23,9 +23,8 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.models import FloatField, JSONField, Model
 from tqdm import tqdm
 
-from annotate import strictjson
-from annotate.errors import Invalid
-from labeling import prm800k
+from core import prm800k, strictjson
+from core.errors import Invalid
 from labeling.export import PROGRESS_MIN_LINES
 from labeling.grading import grade_answer, grade_answers, grading_pool, regrade_solutions
 from labeling.mathtext import control_characters
@@ -89,7 +88,7 @@ def _count_lines(path: Path) -> int:
 def read_jsonl(*, path: Path, name: str, progress: bool = True) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line, failing with FILE:LINE.
 
-    Lines are strict JSON (annotate/strictjson.py), as request bodies are.
+    Lines are strict JSON (core/strictjson.py), as request bodies are.
     """
     total = _count_lines(path)
     with path.open("rb") as f:

@@ -31,9 +31,10 @@ from django.db.models import Max
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from annotate.celery import queue_task
-from annotate.errors import Invalid
-from labeling import grading, prm800k
+from core import prm800k
+from core.errors import Invalid
+from core.queueing import queue_task
+from labeling import grading
 from labeling.models import (
     Generation,
     Labeler,

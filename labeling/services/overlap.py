@@ -16,8 +16,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from annotate.errors import Conflict, Invalid, NotFound
-from annotate.params import Params, param
+from core.errors import Conflict, Invalid, NotFound
+from core.params import Params, param
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, LabelingSession, Solution
 
 MAX_OVERLAP_LABELERS = 20

@@ -11,7 +11,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from labeling import prm800k
+from core import prm800k
 from labeling.export import modelled_question
 from labeling.grading import GradingPool, grade_answer, grade_answers, grading_pool
 from labeling.models import (

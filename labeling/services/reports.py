@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from annotate.errors import Conflict, NotFound
+from core.errors import Conflict, NotFound
 from labeling.models import Labeler, LabelingSession, Problem, ProblemReport, Solution
 
 

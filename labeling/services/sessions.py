@@ -7,7 +7,7 @@ the same way; this module is that common ground, so neither imports the other's 
 
 from datetime import datetime, timedelta
 
-from annotate.errors import Conflict, NotAllowed, NotFound
+from core.errors import Conflict, NotAllowed, NotFound
 from labeling.models import Labeler, LabelingSession
 
 LEASE = timedelta(minutes=30)

@@ -3,7 +3,7 @@ an API client shows (`labeling.selectors.session_state`, a read).
 
 A session is one labeler on one solution. `next_session` serves one from named queues
 (screening, quality control, the current generation, leftovers) under a lease;
-`rate_step` and `submit_session` apply the labeling rules (`labeling.rules`: labels stop at the
+`rate_step` and `submit_session` apply the labeling rules (`core.rules`: labels stop at the
 first -1, whose alternatives are rated before the session ends); `labeling.selectors.session_state`
 says what is shown and what the labeler may do next, for the page and the API alike.
 """
@@ -18,8 +18,8 @@ from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 from django.utils import timezone
 
-from annotate.errors import Invalid
-from labeling import prm800k, rules
+from core import prm800k, rules
+from core.errors import Invalid
 from labeling.models import (
     IN_QUEUES,
     FinishReason,

@@ -2,7 +2,7 @@
 
 Each generated request must be answered without a 5xx, and every response the schema
 describes must conform to it. Besides what the schema allows, generated bodies and query
-strings carry hostile values (annotate/strictjson.py and the importers' column checks refuse
+strings carry hostile values (core/strictjson.py and the importers' column checks refuse
 them): nesting deeper than the JSON limit, huge numbers, NaN and infinities, NUL, unpaired
 surrogates, over-long and blank text, and uploads made of the same.
 """
@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from annotate import strictjson
+from core import strictjson
+from core.roles import ROLES
 from labeling import tokens
 from labeling.demo.seed import create_demo_accounts
 from labeling.models import Problem, Solution
-from labeling.roles import ROLES
 from labeling.services import workbench
 from labeling.services.labelers import get_or_create_labeler
 

@@ -12,6 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils.html import escape
 from rest_framework.test import APIClient
 
+from core.roles import ROLES
 from labeling import mathtext, tokens
 from labeling.models import (
     Generation,
@@ -22,7 +23,6 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
-from labeling.roles import ROLES
 from labeling.services import import_jobs, workbench
 from labeling.services.labelers import get_or_create_labeler
 from labeling.tests.hostile_text import HOSTILE_TEXT

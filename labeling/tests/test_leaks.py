@@ -526,7 +526,7 @@ def test_behind_one_proxy_the_address_it_appends_is_the_client(one_proxy):
 
 def test_trusted_proxy_count_is_read_from_the_environment(tmp_path):
     script = (
-        "from django.conf import settings; from annotate.clientip import client_address;"
+        "from django.conf import settings; from core.clientip import client_address;"
         "print(settings.REST_FRAMEWORK['NUM_PROXIES'], settings.AXES_CLIENT_IP_CALLABLE)"
     )
     seen = {}
@@ -544,7 +544,7 @@ def test_trusted_proxy_count_is_read_from_the_environment(tmp_path):
         )
         assert done.returncode == 0, done.stderr
         seen[value] = done.stdout.split()
-    assert seen[None] == ["0", "annotate.clientip.client_address"]
+    assert seen[None] == ["0", "core.clientip.client_address"]
     assert seen["2"][0] == "2"
 
 

@@ -1,4 +1,4 @@
-"""What the labeler may do next (`labeling.rules.next_actions`): computed once, on the server,
+"""What the labeler may do next (`core.rules.next_actions`): computed once, on the server,
 and sent with every answer, the API's session state and the page's steps alike."""
 
 import json

@@ -2,7 +2,7 @@
 
 import pytest
 
-from labeling import rules
+from core import rules
 from labeling.models import Problem, StepRating
 
 HELD = "Held back by the server for this test."

@@ -10,8 +10,9 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from annotate.errors import Conflict
-from labeling import prm800k, quality
+from core import prm800k
+from core.errors import Conflict
+from labeling import quality
 from labeling.models import Problem, ProblemReport, Solution
 from labeling.services import reports
 from labeling.services.workbench import next_session, rate_step, submit_session

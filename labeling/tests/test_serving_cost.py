@@ -310,7 +310,7 @@ def test_the_labeler_and_its_roles_come_in_one_query(make_user, make_labeler):
     both.user.groups.add(Group.objects.get_or_create(name="researcher")[0])
     with CaptureQueriesContext(connection) as read:
         found = selectors.labeler_with_roles(user=both.user)
-        from labeling.permissions import ADMIN, RESEARCHER, has_role, role_names
+        from core.permissions import ADMIN, RESEARCHER, has_role, role_names
 
         assert role_names(both.user) == {"annotator", "researcher"}
         assert has_role(both.user, RESEARCHER) and not has_role(both.user, ADMIN)

@@ -3,7 +3,7 @@
 // They never fire while a text field has focus.
 //
 // The page applies no labeling rule. Each answer of the server carries what the labeler may
-// do next (#next-actions, from labeling.rules.next_actions): which item the keys rate now,
+// do next (#next-actions, from core.rules.next_actions): which item the keys rate now,
 // which items may be rated and why the others may not, where Backspace goes, and where the
 // keys go after each rating. The page acts on that answer.
 //

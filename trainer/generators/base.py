@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from annotate.errors import Invalid, Unavailable
-from annotate.params import Params, param
+from core.errors import Invalid, Unavailable
+from core.params import Params, param
 
 BACKENDS = ("openai", "local")
 

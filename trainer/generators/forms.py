@@ -1,7 +1,7 @@
 """The generator and sampling fields of every form that asks a generator (a sampling run's,
 live labeling's), derived from GeneratorChoice and SamplingSettings, and their one check."""
 
-from annotate.params import form_fields, names, params_from_form
+from core.params import form_fields, names, params_from_form
 from trainer.generators.base import GeneratorChoice, GeneratorSpec, SamplingSettings
 
 

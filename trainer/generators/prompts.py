@@ -10,7 +10,7 @@ ends, trailing chatter after the answer, a missing final blank line).
 import re
 from dataclasses import dataclass
 
-from labeling.prm800k import ANSWER_MARKER
+from core.prm800k import ANSWER_MARKER
 
 SYSTEM = (
     "Solve the math problem step by step. Put each step in its own paragraph, separated by "

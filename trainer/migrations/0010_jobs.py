@@ -1,4 +1,4 @@
-"""Training runs, sampling runs and scoring chunks become jobs (annotate.jobs.Job): one status
+"""Training runs, sampling runs and scoring chunks become jobs (core.jobs.Job): one status
 set, one requester field, one set of worker fields. Tables and rows stay; a training run's
 `triggered_by` is its `requested_by`, a chunk's `claimed_at` its `started_at`, and a chunk's
 statuses pending and done are the jobs' queued and succeeded."""

@@ -19,8 +19,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import Q
 
+from core.prm800k import RATINGS
 from labeling.models import Generation, Labeler, LabelingSession, Solution
-from labeling.prm800k import RATINGS
 from labeling.selectors import has_submitted_label
 from labeling.services import labelers, workbench
 

@@ -120,9 +120,8 @@ Emit = Callable[[str], None]
 def in_process():
     """Celery tasks run inline (scoring after a model version is activated), errors raised;
     and no selection is chained after a retrain: the loop selects itself."""
+    from celery import current_app as app
     from django.test import override_settings
-
-    from annotate.celery import app
 
     saved = (app.conf.task_always_eager, app.conf.task_eager_propagates)
     app.conf.task_always_eager = app.conf.task_eager_propagates = True

@@ -16,7 +16,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from annotate.errors import Conflict
+from core.errors import Conflict
 from labeling import quality
 from labeling.models import Generation, LabelingSession, Problem, Solution
 from labeling.services import importing

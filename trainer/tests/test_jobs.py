@@ -1,4 +1,4 @@
-"""One job shape (`annotate.jobs`), proved through every kind of job: training runs, sampling
+"""One job shape (`core.jobs`), proved through every kind of job: training runs, sampling
 runs, scoring chunks and import jobs. A dead worker's job is recovered by one rule, a cancel
 means the same for each, a running job's heartbeat beats and hears a cancel, the API's old
 names still answer, and the rows stored before jobs were one shape keep their meaning."""
@@ -19,7 +19,7 @@ from django.utils import timezone
 
 import labeling.tasks  # noqa: F401 (connects the import jobs' worker_ready handler)
 import trainer.tasks  # noqa: F401 (connects the runs' and chunks' worker_ready handlers)
-from annotate import jobs
+from core import jobs
 from labeling.models import ImportJob, Problem
 from labeling.services import import_jobs
 from labeling.tests.interleave import require_postgresql, run_in_threads

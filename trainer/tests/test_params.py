@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from annotate.params import option
+from core.params import option
 from labeling.forms import LiveGenerationForm
 from labeling.models import Generation, Problem, Solution
 from trainer import base_models

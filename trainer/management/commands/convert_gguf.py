@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.errors import DomainError
+from core.errors import DomainError
 from trainer import local_models
 from trainer.local_models import LocalModelExists
 

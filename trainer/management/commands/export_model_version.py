@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.errors import DomainError
+from core.errors import DomainError
 from trainer.hf_export import export_model_version
 
 

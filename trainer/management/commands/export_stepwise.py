@@ -2,8 +2,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.errors import DomainError
-from annotate.params import add_arguments, given_options
+from core.errors import DomainError
+from core.params import add_arguments, given_options
 from trainer.params import TrainingParams
 from trainer.stepwise_export import write_stepwise
 

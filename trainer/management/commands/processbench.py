@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.errors import DomainError
+from core.errors import DomainError
 from trainer import processbench
 from trainer.models import ModelVersion
 

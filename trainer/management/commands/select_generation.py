@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.errors import DomainError
-from annotate.params import add_arguments, given_options
+from core.errors import DomainError
+from core.params import add_arguments, given_options
 from trainer import selection, selectors
 from trainer.models import ModelVersion
 

@@ -2,8 +2,8 @@ import socket
 
 from django.core.management.base import BaseCommand, CommandError
 
-from annotate.errors import DomainError
-from annotate.params import add_arguments, given_options
+from core.errors import DomainError
+from core.params import add_arguments, given_options
 from trainer import runs
 from trainer.params import TrainingParams
 

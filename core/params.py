@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import MISSING, Field, asdict, field, fields, replace
 from typing import Any, ClassVar, Self
 
-from annotate.errors import Invalid
+from core.errors import Invalid
 
 _KINDS = {"bool": bool, "int": int, "float": float, "str": str}
 

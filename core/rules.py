@@ -14,7 +14,7 @@ Pure: no database and no Django, so a caller builds a `Progress` from rows it al
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from labeling.prm800k import RATINGS
+from core.prm800k import RATINGS
 
 FOUND_ERROR, SOLUTION = "found_error", "solution"
 

@@ -4,7 +4,7 @@ Behind no proxy it is the socket's peer (REMOTE_ADDR), whatever headers say: any
 an X-Forwarded-For. Behind TRUSTED_PROXY_COUNT proxies that each append the address they saw
 (settings.py sets DRF's NUM_PROXIES from it), it is the entry the outermost trusted proxy
 appended, counted from the right; what the client wrote further left is ignored. One rule
-for DRF's throttles (the 401 counter in annotate/errors.py included) and django-axes.
+for DRF's throttles (the 401 counter in core/errors.py included) and django-axes.
 """
 
 from django.http import HttpRequest

@@ -12,8 +12,8 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 
-from annotate.errors import DomainError
-from annotate.jobs import Job, JobStatus, noun
+from core.errors import DomainError
+from core.jobs import Job, JobStatus, noun
 
 
 def cancel(

@@ -67,7 +67,7 @@ def api_exception_handler(exc: Exception, context: dict) -> "Response | None":
     from rest_framework.response import Response
     from rest_framework.views import exception_handler as drf_exception_handler
 
-    from annotate.throttling import AnonRateThrottle  # the API's own (settings)
+    from core.throttling import AnonRateThrottle  # the API's own (settings)
 
     if isinstance(exc, DomainError):
         return Response({"detail": str(exc)}, status=http_status(exc))
@@ -75,7 +75,7 @@ def api_exception_handler(exc: Exception, context: dict) -> "Response | None":
         # DRF checks throttles after authentication and permissions, so a 401 was never
         # counted: guessing tokens cost nothing. Each one counts against the client's address
         # under the anonymous rate, and past it the answer is a 429. The address is the one
-        # the trusted proxies report (annotate/clientip.py), not a header the client writes.
+        # the trusted proxies report (core/clientip.py), not a header the client writes.
         throttle = AnonRateThrottle()
         if not throttle.allow_request(context["request"], context["view"]):
             exc = Throttled(wait=throttle.wait())

@@ -32,7 +32,7 @@ from django.db import OperationalError, close_old_connections, connection, model
 from django.db.models import Q
 from django.utils import timezone
 
-from annotate.errors import Conflict
+from core.errors import Conflict
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from django.core.files.uploadhandler import FileUploadHandler
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from annotate.errors import Invalid, TooLarge
+from core.errors import Invalid, TooLarge
 
 # PRM800K lines are nested about 8 deep; 64 leaves room for any honest object while staying
 # far below the interpreter's recursion limit, which serialising and rendering it again need.
