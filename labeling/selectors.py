@@ -84,6 +84,19 @@ def done_by(*, labeler: Labeler) -> Exists:
 QUEUE_LEFT_AT_MOST = 100
 
 
+def sessions_per_solution(condition: Q) -> Subquery:
+    """For a Solution queryset: how many of each solution's sessions meet `condition` (NULL
+    for none: wrap it in Coalesce)."""
+    counted = (
+        LabelingSession.objects.filter(condition, solution=OuterRef("pk"))
+        .order_by()
+        .values("solution")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Subquery(counted)
+
+
 def queue_left(
     *, labeler: Labeler, besides: int | None = None, at_most: int = QUEUE_LEFT_AT_MOST
 ) -> int:
@@ -96,19 +109,13 @@ def queue_left(
     leftover queue's order, which walks its partial index (IN_QUEUES): the count stops after
     `at_most` rows of it and passes no solution that has its labels.
     """
-    labels = (
-        LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
-        .order_by()
-        .values("solution")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
+    labels = sessions_per_solution(Q(submitted_at__isnull=False))
     return (
         Solution.objects.filter(
             IN_QUEUES,
             Q(is_quality_control=True)
             | Q(is_screening=True)
-            | LessThan(Coalesce(Subquery(labels), 0), F("labels_wanted")),
+            | LessThan(Coalesce(labels, 0), F("labels_wanted")),
             ~done_by(labeler=labeler),
             ~Q(generation__mode=Generation.Mode.LIVE),
             ~Q(pk=besides),

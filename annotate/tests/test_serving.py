@@ -297,15 +297,19 @@ def wait_for(condition, *, seconds: float, what: str):
     return value
 
 
+def two_processes(parent: int) -> set[int]:
+    return wait_for(
+        lambda: len(server_processes(parent)) == 2 and server_processes(parent),
+        seconds=10,
+        what="two server processes",
+    )
+
+
 def test_the_server_forks_processes_and_replaces_one_that_dies(transactional_db, tmp_path):
     require(Path("/proc/self/task").exists(), "counts the server's processes through /proc")
     with running_server(tmp_path, WEB_PROCESSES="2") as server:
         parent = server.process.pid
-        first = wait_for(
-            lambda: len(server_processes(parent)) == 2 and server_processes(parent),
-            seconds=10,
-            what="two server processes",
-        )
+        first = two_processes(parent)
         killed = min(first)
         os.kill(killed, signal.SIGKILL)
         replaced = wait_for(
@@ -332,11 +336,7 @@ def test_sigterm_to_the_server_stops_every_process(transactional_db, tmp_path):
     require(Path("/proc/self/task").exists(), "counts the server's processes through /proc")
     with running_server(tmp_path, WEB_PROCESSES="2") as server:
         parent = server.process.pid
-        children = wait_for(
-            lambda: len(server_processes(parent)) == 2 and server_processes(parent),
-            seconds=10,
-            what="two server processes",
-        )
+        children = two_processes(parent)
         # The parent alone, as a process manager that knows one pid sends it.
         os.kill(parent, signal.SIGTERM)
         assert server.process.wait(timeout=15) == 0

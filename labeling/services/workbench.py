@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Exists, F, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 from django.utils import timezone
@@ -36,6 +36,7 @@ from labeling.selectors import (
     done_by,
     own_ratings,
     rated_steps,
+    sessions_per_solution,
     unrated_alternatives,
 )
 from labeling.services import reports
@@ -72,32 +73,17 @@ def _open_sessions() -> QuerySet[LabelingSession]:
 def _taken_places(now: datetime) -> Subquery:
     """For a Solution queryset: how many of its places are taken, by a submitted label or by
     a session whose lease still runs. A lapsed lease frees its place for the next claim."""
-    taken = (
-        LabelingSession.objects.filter(solution=OuterRef("pk"))
-        .filter(
-            Q(submitted_at__isnull=False)
-            | Q(submitted_at__isnull=True, abandoned_at__isnull=True, lease_expires_at__gt=now)
-        )
-        .order_by()
-        .values("solution")
-        .annotate(n=Count("pk"))
-        .values("n")
+    return sessions_per_solution(
+        Q(submitted_at__isnull=False)
+        | Q(submitted_at__isnull=True, abandoned_at__isnull=True, lease_expires_at__gt=now)
     )
-    return Subquery(taken)
 
 
 def _sessions_holding(now: datetime) -> Subquery:
     """For a Solution queryset: how many of its sessions hold a place or may (every one not
     abandoned: submitted, open, or open with a lapsed lease). Read with the claim, for its one
     row: none, and the claim takes the first place without reading the sessions again."""
-    holding = (
-        LabelingSession.objects.filter(solution=OuterRef("pk"), abandoned_at__isnull=True)
-        .order_by()
-        .values("solution")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return Subquery(holding)
+    return sessions_per_solution(Q(abandoned_at__isnull=True))
 
 
 def _queues(
@@ -281,15 +267,9 @@ def recount_labels(*, solutions: QuerySet[Solution] | None = None) -> int:
     stored or deleted other than by `submit_session` (an import, an admin), so that the
     queues serve again what wants labels and stop walking past what has them. Returns how
     many solutions were counted."""
-    labels = (
-        LabelingSession.objects.filter(solution=OuterRef("pk"), submitted_at__isnull=False)
-        .order_by()
-        .values("solution")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
+    labels = sessions_per_solution(Q(submitted_at__isnull=False))
     solutions = Solution.objects.all() if solutions is None else solutions
-    return solutions.update(labels_submitted=Coalesce(Subquery(labels), 0))
+    return solutions.update(labels_submitted=Coalesce(labels, 0))
 
 
 def recount_after_delete(sender, instance: LabelingSession, **kwargs) -> None:
