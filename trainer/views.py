@@ -24,7 +24,15 @@ from core.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
 from labeling import agreement
 from labeling.models import Generation, Solution
 from labeling.services import overlap
-from trainer import charts, model_versions, pipeline, runs, selectors
+from trainer import (
+    charts,
+    generation_progress,
+    inspection,
+    model_versions,
+    pipeline,
+    runs,
+    selectors,
+)
 from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 
@@ -200,12 +208,12 @@ DISAGREEMENTS_PER_PAGE = 25
 def solution_inspect(request: HttpRequest, solution_id: int) -> HttpResponse:
     _require_researcher(request)
     try:
-        inspection = selectors.solution_inspection(solution_id=solution_id)
+        inspected = inspection.solution_inspection(solution_id=solution_id)
     except Solution.DoesNotExist:
         raise Http404("No such solution.") from None
-    for column in inspection.rollout_runs:
+    for column in inspected.rollout_runs:
         column.url = _sampling_run_url(column.run.pk)
-    return render(request, "trainer/solution_inspect.html", {"inspection": inspection})
+    return render(request, "trainer/solution_inspect.html", {"inspection": inspected})
 
 
 def _sampling_run_url(run_id: int) -> str | None:
@@ -222,10 +230,10 @@ def disagreement_list(request: HttpRequest) -> HttpResponse:
     version = selectors.active_model_version()
     page, rows = None, []
     if version is not None:
-        ranked = selectors.disagreements(model_version=version)
+        ranked = inspection.disagreements(model_version=version)
         page = Paginator(ranked, DISAGREEMENTS_PER_PAGE).get_page(request.GET.get("page"))
-        rows = selectors.with_solutions(rows=page.object_list)
-    source_agreement = selectors.rollout_agreement()
+        rows = inspection.with_solutions(rows=page.object_list)
+    source_agreement = inspection.rollout_agreement()
     for row in source_agreement:
         row.url = _sampling_run_url(row.run.pk)
     return render(
@@ -235,7 +243,7 @@ def disagreement_list(request: HttpRequest) -> HttpResponse:
             "version": version,
             "page": page,
             "rows": rows,
-            "neutral_as_positive": selectors.neutral_as_positive(model_version=version),
+            "neutral_as_positive": inspection.neutral_as_positive(model_version=version),
             "source_agreement": source_agreement,
         },
     )
@@ -269,7 +277,7 @@ def generation_list(request: HttpRequest) -> HttpResponse:
         request,
         "trainer/generation_list.html",
         {
-            "summaries": selectors.generation_summaries(),
+            "summaries": generation_progress.generation_summaries(),
             "form": form,
             "active": selectors.active_model_version(),
         },
@@ -284,7 +292,7 @@ def generation_table(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "trainer/_generation_table.html",
-        {"summaries": selectors.generation_summaries()},
+        {"summaries": generation_progress.generation_summaries()},
     )
 
 
@@ -298,7 +306,7 @@ def generation_detail(
 ) -> HttpResponse:
     _require_researcher(request)
     try:
-        detail = selectors.generation_detail(generation_id=generation_id)
+        detail = generation_progress.generation_detail(generation_id=generation_id)
     except Generation.DoesNotExist:
         raise Http404("No such generation.") from None
     if request.GET.get("part") == "progress":

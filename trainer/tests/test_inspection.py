@@ -10,7 +10,7 @@ from django.utils import timezone
 from conftest import create_user
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
 from labeling.services.labelers import get_or_create_labeler
-from trainer import selectors, views
+from trainer import inspection, selectors, views
 from trainer.models import ModelVersion, TrainingRun
 
 pytestmark = pytest.mark.django_db
@@ -158,7 +158,7 @@ def test_the_inspection_page_renders_math_as_the_workbench_does(client, research
 
 
 def test_disagreements_put_a_confident_miss_first(crafted):
-    rows = list(selectors.disagreements(model_version=selectors.active_model_version()))
+    rows = list(inspection.disagreements(model_version=selectors.active_model_version()))
     order = [row["solution"] for row in rows]
     assert order == [crafted[k].pk for k in ("confident_miss", "long_miss", "mild", "agree")]
     worst = {row["solution"]: row for row in rows}
@@ -168,19 +168,19 @@ def test_disagreements_put_a_confident_miss_first(crafted):
     assert miss["total"] == pytest.approx(0.95 + 0.05 + 0.1)
     assert worst[crafted["agree"].pk]["rated"] == 2  # the open session's -1 is not counted
     # The page shows the same number as the list.
-    inspection = selectors.solution_inspection(solution_id=crafted["confident_miss"].pk)
-    assert inspection.worst == pytest.approx(miss["worst"])
+    inspected = inspection.solution_inspection(solution_id=crafted["confident_miss"].pk)
+    assert inspected.worst == pytest.approx(miss["worst"])
 
 
 def test_a_version_trained_with_neutral_as_bad_reads_a_0_rating_as_not_ok(crafted):
     active = selectors.active_model_version()
     active.training_run = TrainingRun.objects.create(params={"neutral_as_positive": False})
     active.save()
-    rows = {r["solution"]: r for r in selectors.disagreements(model_version=active)}
+    rows = {r["solution"]: r for r in inspection.disagreements(model_version=active)}
     # mild: +1 vs 0.7 (0.3) and 0 vs 0.4, now 0.4 instead of 0.6.
     assert rows[crafted["mild"].pk]["worst"] == pytest.approx(0.4)
-    assert selectors.step_disagreement(prm_score=0.4, rating=0, neutral_as_positive=False) == 0.4
-    assert selectors.step_disagreement(prm_score=0.4, rating=0, neutral_as_positive=True) == 0.6
+    assert inspection.step_disagreement(prm_score=0.4, rating=0, neutral_as_positive=False) == 0.4
+    assert inspection.step_disagreement(prm_score=0.4, rating=0, neutral_as_positive=True) == 0.6
 
 
 def test_the_disagreement_page_lists_solutions_worst_first_with_links(client, researcher, crafted):

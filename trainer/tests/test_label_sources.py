@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from labeling.agreement import labels_of
 from labeling.models import LabelingSession, Problem, Solution
-from trainer import label_sources, selectors
+from trainer import inspection, label_sources
 from trainer.dataset import Example, build_training_examples, snapshot_hash, split_by_problem
 from trainer.models import RolloutLabel, SamplingRun
 from trainer.params import InvalidParams, TrainingParams
@@ -92,7 +92,7 @@ def test_agreement_figures_match_the_hand_computed_case(case):
     assert (figures.first_error_agreed, figures.first_error_pairs) == (0, 1)
     assert figures.soft_mean_abs_error == pytest.approx(1.25 / 3)
     # The aggregate of every rollout run: the same figures (the other solution has no human).
-    (row,) = selectors.rollout_agreement()
+    (row,) = inspection.rollout_agreement()
     assert row.run == run and row.labeled == 2 and row.agreement.solutions == 1
     assert row.agreement.per_step_agreement == pytest.approx(2 / 3)
 
