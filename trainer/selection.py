@@ -1,7 +1,8 @@
 """Active learning: choose the next generation of solutions to label and publish it.
 
-One topic read top to bottom: the strategies (pure functions), then the write that publishes
-a generation, then its parameters and the body of the Celery task. How a selection is queued
+One topic read top to bottom: choosing with a strategy (the strategies themselves, pure
+functions, are `trainer/strategies.py`), the write that publishes a generation, then its
+parameters and the body of the Celery task. How a selection is queued
 (web, API, after a retrain) is `trainer.pipeline`'s; the generation pages read
 `trainer.selectors`.
 
@@ -37,10 +38,8 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
    (`labeling.services.overlap`), for agreement between labelers.
 """
 
-import hashlib
 import heapq
 import logging
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -56,6 +55,16 @@ from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, S
 from labeling.selectors import has_submitted_label
 from labeling.services import overlap
 from trainer.models import ModelVersion
+from trainer.strategies import (
+    DEFAULT_STRATEGY,
+    SHORTLISTS,
+    STRATEGIES,
+    Candidate,
+    Pick,
+    at_random,
+    in_order,
+    tiebreak,
+)
 
 if TYPE_CHECKING:
     from trainer.prm import PRM
@@ -69,167 +78,6 @@ class InvalidSelection(Invalid):
 
 class SelectionConflict(Conflict):
     """Nothing to select, or another generation was published at the same moment."""
-
-
-# --- strategies (pure functions) --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One solution of the pool as a strategy sees it."""
-
-    solution_id: int
-    problem_id: int
-    score: float | None  # the model version's solution score; None when it has none
-    is_correct: bool  # final answer equivalent to the ground truth
-
-
-@dataclass(frozen=True)
-class Pick:
-    candidate: Candidate
-    reason: str  # a SelectionReason value
-
-
-def tiebreak(*, seed: int, solution_id: int) -> int:
-    """A seeded pseudo-random number per solution: the same for the same seed, on any pool."""
-    digest = hashlib.blake2b(f"{seed}:{solution_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big")
-
-
-def _ordered(candidates: Sequence[Candidate], *, seed: int, key: Callable) -> list[Candidate]:
-    return sorted(
-        candidates, key=lambda c: (*key(c), tiebreak(seed=seed, solution_id=c.solution_id))
-    )
-
-
-def _most_convincing(c: Candidate) -> tuple:
-    return (c.score is None, -(c.score or 0.0))
-
-
-def _at_random(c: Candidate) -> tuple:
-    return ()
-
-
-def _nearest_half(c: Candidate) -> tuple:
-    return (c.score is None, abs((c.score or 0.0) - 0.5))
-
-
-def _take(
-    ordered: Sequence[Candidate], *, count: int, cap: int, taken: Counter, reason: str
-) -> list[Pick]:
-    """The first `count` candidates in order, skipping problems that already have `cap`."""
-    picks: list[Pick] = []
-    for candidate in ordered:
-        if len(picks) >= count:
-            break
-        if taken[candidate.problem_id] >= cap:
-            continue
-        taken[candidate.problem_id] += 1
-        picks.append(Pick(candidate, reason))
-    return picks
-
-
-def wrong_answer_count(*, batch_size: int, wrong_share: float) -> int:
-    """How many of the batch are convincing wrong answers (rounded half up)."""
-    return min(batch_size, math.floor(batch_size * wrong_share + 0.5))
-
-
-def convincing_wrong_answer(
-    candidates: Sequence[Candidate],
-    *,
-    batch_size: int,
-    per_problem_cap: int,
-    wrong_share: float,
-    seed: int,
-) -> list[Pick]:
-    """The paper's: the most convincing wrong answers, then the most convincing of the rest.
-
-    When there are too few wrong answers, the most convincing of the rest fill the batch.
-    """
-    taken: Counter = Counter()
-    wrong = _take(
-        _ordered([c for c in candidates if not c.is_correct], seed=seed, key=_most_convincing),
-        count=wrong_answer_count(batch_size=batch_size, wrong_share=wrong_share),
-        cap=per_problem_cap,
-        taken=taken,
-        reason=SelectionReason.WRONG_ANSWER_CONVINCING,
-    )
-    chosen = {pick.candidate.solution_id for pick in wrong}
-    rest = _take(
-        _ordered(
-            [c for c in candidates if c.solution_id not in chosen],
-            seed=seed,
-            key=_most_convincing,
-        ),
-        count=batch_size - len(wrong),
-        cap=per_problem_cap,
-        taken=taken,
-        reason=SelectionReason.CONVINCING,
-    )
-    return wrong + rest
-
-
-def uniform(
-    candidates: Sequence[Candidate],
-    *,
-    batch_size: int,
-    per_problem_cap: int,
-    wrong_share: float,
-    seed: int,
-) -> list[Pick]:
-    """A seeded random sample of the pool (the baseline active learning is measured against)."""
-    return _take(
-        _ordered(candidates, seed=seed, key=_at_random),
-        count=batch_size,
-        cap=per_problem_cap,
-        taken=Counter(),
-        reason=SelectionReason.UNIFORM,
-    )
-
-
-def uncertainty(
-    candidates: Sequence[Candidate],
-    *,
-    batch_size: int,
-    per_problem_cap: int,
-    wrong_share: float,
-    seed: int,
-) -> list[Pick]:
-    """The solutions whose score is nearest 0.5 (unscored ones last)."""
-    return _take(
-        _ordered(candidates, seed=seed, key=_nearest_half),
-        count=batch_size,
-        cap=per_problem_cap,
-        taken=Counter(),
-        reason=SelectionReason.UNCERTAINTY,
-    )
-
-
-Strategy = Callable[..., list[Pick]]
-STRATEGIES: dict[str, Strategy] = {
-    "convincing_wrong_answer": convincing_wrong_answer,
-    "uniform": uniform,
-    "uncertainty": uncertainty,
-}
-DEFAULT_STRATEGY = "convincing_wrong_answer"
-
-
-def _is_wrong(c: Candidate) -> bool:
-    return not c.is_correct
-
-
-# What each strategy can still pick from one problem, as (which candidates, in which order)
-# lists of at most `per_problem_cap` each: every strategy walks its order and skips a problem
-# once it has `per_problem_cap`, so a candidate behind the first `per_problem_cap` of its
-# problem in an order is never reached while that problem has room. convincing_wrong_answer
-# walks two orders: its wrong answers, then every candidate (whose first `per_problem_cap` hold
-# every pick of the second pass, whatever the first took).
-SHORTLISTS: dict[str, tuple[tuple[Callable[[Candidate], bool] | None, Callable], ...]] = {
-    "convincing_wrong_answer": ((_is_wrong, _most_convincing), (None, _most_convincing)),
-    "uniform": ((None, _at_random),),
-    "uncertainty": ((None, _nearest_half),),
-}
-assert set(SHORTLISTS) == set(STRATEGIES)
 
 
 def choose(
@@ -360,7 +208,7 @@ class _Best:
         """`tie`: the candidate's `tiebreak` with the selection's seed."""
         if self.size <= 0:
             return
-        # `_ordered`'s sort key, negated: the heap's top is the last one kept.
+        # `in_order`'s sort key, negated: the heap's top is the last one kept.
         order = (*self.key(candidate), tie)
         entry = (tuple(-x for x in order), -candidate.solution_id, candidate)
         if len(self._heap) < self.size:
@@ -393,7 +241,7 @@ def shortlist(
     """Stream candidates into bounded heaps: memory grows with problems × cap, not the pool.
     The strategies pick the same from `candidates` as from every row (same seed)."""
     per_problem: dict[int, list[tuple[Callable | None, _Best]]] = {}
-    random = _Best(size=random_count, key=_at_random)
+    random = _Best(size=random_count, key=at_random)
     pool = 0
     for candidate in rows:
         pool += 1
@@ -444,7 +292,7 @@ def _quality_control(
     )
     taken = chosen | {c.solution_id for c in gold}
     rest = [c for c in candidates if c.solution_id not in taken]
-    ordered = _ordered(gold, seed=seed, key=_at_random) + _ordered(rest, seed=seed, key=_at_random)
+    ordered = in_order(gold, seed=seed, key=at_random) + in_order(rest, seed=seed, key=at_random)
     return [Pick(c, SelectionReason.QUALITY_CONTROL) for c in ordered[:count]]
 
 

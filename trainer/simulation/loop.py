@@ -40,7 +40,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from labeling.models import Generation, LabelingSession, SelectionReason, Solution
-from trainer import model_versions, runs, selection
+from trainer import model_versions, runs, selection, strategies
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
 from trainer.prm import PRM, solution_score
@@ -49,7 +49,7 @@ from trainer.simulation.domain import Generator
 from trainer.simulation.labelers import label_generation, make_labelers
 from trainer.simulation.pool import SimulationRefused
 
-STRATEGIES = tuple(selection.STRATEGIES)  # convincing_wrong_answer, uniform, uncertainty
+STRATEGIES = tuple(strategies.STRATEGIES)  # convincing_wrong_answer, uniform, uncertainty
 
 
 @dataclass

@@ -19,7 +19,8 @@ from labeling.models import Problem, Solution, solution_digest
 from trainer import pipeline, scoring, selection, tasks
 from trainer.models import ModelVersion, ScoringChunk
 from trainer.prm import PRM, PRMSettings
-from trainer.selection import SHORTLISTS, STRATEGIES, Candidate, choose, shortlist
+from trainer.selection import choose, shortlist
+from trainer.strategies import SHORTLISTS, STRATEGIES, Candidate, in_order
 
 
 def make_pool(*, size: int, problems: int = 12, first_problem: int = 0) -> list[Solution]:
@@ -270,7 +271,7 @@ def test_the_shortlist_picks_exactly_what_the_whole_pool_in_memory_picks(strateg
 def test_the_shortlist_keeps_quality_controls_first_random_ones():
     pool = tied_pool(11)
     listed = shortlist(pool, strategy="uniform", per_problem_cap=2, random_count=25, seed=4)
-    ordered = selection._ordered(pool, seed=4, key=lambda c: ())
+    ordered = in_order(pool, seed=4, key=lambda c: ())
     assert sorted(listed.random, key=lambda c: c.solution_id) == sorted(
         ordered[:25], key=lambda c: c.solution_id
     )
@@ -296,7 +297,7 @@ def test_a_generation_read_from_the_database_is_the_one_the_whole_pool_gives(str
     chosen = {p.candidate.solution_id for p in want}
     gold = [] if pool[0].pk in chosen else [pool[0].pk]
     rest = [c for c in everything if c.solution_id not in chosen and c.solution_id not in gold]
-    want_qc = gold + [c.solution_id for c in selection._ordered(rest, seed=9, key=lambda c: ())]
+    want_qc = gold + [c.solution_id for c in in_order(rest, seed=9, key=lambda c: ())]
 
     generation = selection.select_generation(
         model_version=version, quality_control_count=6, **params

@@ -17,7 +17,8 @@ from labeling.services import workbench
 from labeling.services.labelers import get_or_create_labeler
 from trainer import pipeline, selection, tasks
 from trainer.models import ModelVersion, TrainingRun
-from trainer.selection import Candidate, InvalidSelection, SelectionConflict, choose
+from trainer.selection import InvalidSelection, SelectionConflict, choose
+from trainer.strategies import Candidate
 from trainer.tests.labels import label_demo_solutions
 
 pytestmark = pytest.mark.django_db

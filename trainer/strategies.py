@@ -1,0 +1,169 @@
+"""The strategies of active learning: pure functions from candidates (a solution's score,
+its problem and whether its final answer is right) to the picks of a batch, registered by name
+in STRATEGIES. `trainer/selection.py` reads the pool and publishes what they pick."""
+
+import hashlib
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from labeling.models import SelectionReason
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One solution of the pool as a strategy sees it."""
+
+    solution_id: int
+    problem_id: int
+    score: float | None  # the model version's solution score; None when it has none
+    is_correct: bool  # final answer equivalent to the ground truth
+
+
+@dataclass(frozen=True)
+class Pick:
+    candidate: Candidate
+    reason: str  # a SelectionReason value
+
+
+def tiebreak(*, seed: int, solution_id: int) -> int:
+    """A seeded pseudo-random number per solution: the same for the same seed, on any pool."""
+    digest = hashlib.blake2b(f"{seed}:{solution_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def in_order(candidates: Sequence[Candidate], *, seed: int, key: Callable) -> list[Candidate]:
+    return sorted(
+        candidates, key=lambda c: (*key(c), tiebreak(seed=seed, solution_id=c.solution_id))
+    )
+
+
+def most_convincing(c: Candidate) -> tuple:
+    return (c.score is None, -(c.score or 0.0))
+
+
+def at_random(c: Candidate) -> tuple:
+    return ()
+
+
+def nearest_half(c: Candidate) -> tuple:
+    return (c.score is None, abs((c.score or 0.0) - 0.5))
+
+
+def _take(
+    ordered: Sequence[Candidate], *, count: int, cap: int, taken: Counter, reason: str
+) -> list[Pick]:
+    """The first `count` candidates in order, skipping problems that already have `cap`."""
+    picks: list[Pick] = []
+    for candidate in ordered:
+        if len(picks) >= count:
+            break
+        if taken[candidate.problem_id] >= cap:
+            continue
+        taken[candidate.problem_id] += 1
+        picks.append(Pick(candidate, reason))
+    return picks
+
+
+def wrong_answer_count(*, batch_size: int, wrong_share: float) -> int:
+    """How many of the batch are convincing wrong answers (rounded half up)."""
+    return min(batch_size, math.floor(batch_size * wrong_share + 0.5))
+
+
+def convincing_wrong_answer(
+    candidates: Sequence[Candidate],
+    *,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    seed: int,
+) -> list[Pick]:
+    """The paper's: the most convincing wrong answers, then the most convincing of the rest.
+
+    When there are too few wrong answers, the most convincing of the rest fill the batch.
+    """
+    taken: Counter = Counter()
+    wrong = _take(
+        in_order([c for c in candidates if not c.is_correct], seed=seed, key=most_convincing),
+        count=wrong_answer_count(batch_size=batch_size, wrong_share=wrong_share),
+        cap=per_problem_cap,
+        taken=taken,
+        reason=SelectionReason.WRONG_ANSWER_CONVINCING,
+    )
+    chosen = {pick.candidate.solution_id for pick in wrong}
+    rest = _take(
+        in_order(
+            [c for c in candidates if c.solution_id not in chosen],
+            seed=seed,
+            key=most_convincing,
+        ),
+        count=batch_size - len(wrong),
+        cap=per_problem_cap,
+        taken=taken,
+        reason=SelectionReason.CONVINCING,
+    )
+    return wrong + rest
+
+
+def uniform(
+    candidates: Sequence[Candidate],
+    *,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    seed: int,
+) -> list[Pick]:
+    """A seeded random sample of the pool (the baseline active learning is measured against)."""
+    return _take(
+        in_order(candidates, seed=seed, key=at_random),
+        count=batch_size,
+        cap=per_problem_cap,
+        taken=Counter(),
+        reason=SelectionReason.UNIFORM,
+    )
+
+
+def uncertainty(
+    candidates: Sequence[Candidate],
+    *,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    seed: int,
+) -> list[Pick]:
+    """The solutions whose score is nearest 0.5 (unscored ones last)."""
+    return _take(
+        in_order(candidates, seed=seed, key=nearest_half),
+        count=batch_size,
+        cap=per_problem_cap,
+        taken=Counter(),
+        reason=SelectionReason.UNCERTAINTY,
+    )
+
+
+Strategy = Callable[..., list[Pick]]
+STRATEGIES: dict[str, Strategy] = {
+    "convincing_wrong_answer": convincing_wrong_answer,
+    "uniform": uniform,
+    "uncertainty": uncertainty,
+}
+DEFAULT_STRATEGY = "convincing_wrong_answer"
+
+
+def _is_wrong(c: Candidate) -> bool:
+    return not c.is_correct
+
+
+# What each strategy can still pick from one problem, as (which candidates, in which order)
+# lists of at most `per_problem_cap` each: every strategy walks its order and skips a problem
+# once it has `per_problem_cap`, so a candidate behind the first `per_problem_cap` of its
+# problem in an order is never reached while that problem has room. convincing_wrong_answer
+# walks two orders: its wrong answers, then every candidate (whose first `per_problem_cap` hold
+# every pick of the second pass, whatever the first took).
+SHORTLISTS: dict[str, tuple[tuple[Callable[[Candidate], bool] | None, Callable], ...]] = {
+    "convincing_wrong_answer": ((_is_wrong, most_convincing), (None, most_convincing)),
+    "uniform": ((None, at_random),),
+    "uncertainty": ((None, nearest_half),),
+}
+assert set(SHORTLISTS) == set(STRATEGIES)
