@@ -1,5 +1,8 @@
 """Final-answer grading: is a solution's answer equivalent to the MATH-style ground truth?
 
+Over 500 lines on purpose: one answer's way through the normaliser and each exact comparison
+reads top to bottom, and every form depends on the normaliser above it.
+
 A normaliser runs first, the way MATH graders (Hendrycks `is_equiv`, PRM800K `grader.py`) do,
 so that formatting which carries no meaning cannot make a right answer wrong. Exact paths then
 settle what can be settled without sympy: numbers and plain arithmetic (integers, fractions,

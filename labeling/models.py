@@ -1,5 +1,8 @@
 """The annotation domain: problems, solutions, generations, labelers, sessions and ratings.
 
+One module over 500 lines because Django reads an app's models from one place and these tables
+refer to each other (a session's solution, a step's session, a rating's step).
+
 Invariants live in the database (CHECK and partial UNIQUE constraints) so that concurrent
 requests, workers and imports cannot break them, whatever code path they take.
 """

@@ -1,3 +1,10 @@
+"""The labeling room's pages: the workbench and live labeling, the labeler's own pages, the
+researchers' and admins' pages (labels, quality, agreement, imports, reports), tokens.
+
+Over 500 lines because it holds every page of the room; each view is thin (services and
+selectors do the work), grouped by page below.
+"""
+
 import json
 
 from django.contrib import messages

@@ -1,5 +1,8 @@
 """The process reward model: a causal-LM backbone and a 3-class head read at step tags.
 
+Over 500 lines on purpose: the encoding with its step tags, the model that reads them and the
+scoring that batches them must agree on one layout, kept in one file.
+
 A solution is encoded as the problem, then every step followed by one `STEP_TAG` token. The
 head reads the backbone's hidden state at each tag and predicts the step's rating (-1, 0, +1),
 so one forward pass scores every step. The loss is taken only at tag positions.
@@ -29,6 +32,7 @@ from torch import nn
 from core.aggregation import AGGREGATIONS as AGGREGATIONS
 from core.aggregation import solution_score as solution_score
 from core.prm800k import RATINGS
+from generators.places import PRM_SETTINGS_FILE
 
 STEP_TAG = "<step>"
 PAD = "<pad>"
@@ -38,7 +42,8 @@ EOS = "</s>"
 CLASSES = RATINGS
 IGNORE = -100
 FORMAT_VERSION = 1
-SETTINGS_FILE = "prm.json"
+# The file that marks a checkpoint as a trained PRM (the local model registry skips those).
+SETTINGS_FILE = PRM_SETTINGS_FILE
 HEAD_FILE = "head.safetensors"
 
 # The built-in backbone: small enough to train in seconds on a laptop CPU.
@@ -438,7 +443,7 @@ class PRM:
 def _plain_config(base_model: str):
     """The checkpoint's config without a GGUF `quantization_config`.
 
-    A checkpoint converted from a GGUF file (`trainer.local_models.convert_gguf`) holds plain
+    A checkpoint converted from a GGUF file (`generators.local_models.convert_gguf`) holds plain
     dequantised weights but may keep the GGUF file's quantization config; loaded with it, the
     model counts as GGUF-quantised and transformers refuses to save it, so a run would train
     and then fail at the save.

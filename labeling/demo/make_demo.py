@@ -4,7 +4,7 @@ Each template writes a problem, its ground truth, a correct solution, a solution
 applies a typical misconception and ends on a wrong answer, and (for some) one that makes
 a wrong step yet still reaches the right answer. Answers are computed, not typed.
 
-Long because it is data: one short template per kind of problem, read one at a time; the app
+Over 500 lines because it is data: one short template per kind of problem, read one at a time; the app
 never imports it (labeling/demo/seed.py loads the files it writes).
 """
 

@@ -1,6 +1,9 @@
 """The annotator's workbench: queues and leases, rating, submission, and the state a page or
 an API client shows (`labeling.selectors.session_state`, a read).
 
+Over 500 lines on purpose: serving, rating and submitting share one locking discipline (the
+labeler's row, then the session's) that reads best in one place.
+
 A session is one labeler on one solution. `next_session` serves one from named queues
 (screening, quality control, the current generation, leftovers) under a lease;
 `rate_step` and `submit_session` apply the labeling rules (`core.rules`: labels stop at the

@@ -1,5 +1,7 @@
 """The simulation loop: generations of select -> label -> retrain -> evaluate, without humans.
 
+Over 500 lines on purpose: one simulated round of the product, read top to bottom.
+
 Everything a human loop does goes through the product's own code:
 - the pool is imported with `labeling.services.importing.import_problems` /
   `import_solutions` (which grade every final answer against the ground truth);
