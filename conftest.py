@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent
 
 # The real generator (SmolLM2 through `transformers serve` and the local backend).
-pytest_plugins = ["trainer.tests.generator_fixtures"]
+pytest_plugins = ["generators.tests.generator_fixtures"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

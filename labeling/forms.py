@@ -1,10 +1,10 @@
 from django import forms
 
 from core.params import names
+from generators import PROPOSAL_SETTINGS, GeneratorChoice, outbound
+from generators.forms import clean_generator, generator_fields
 from labeling.export import ExportFilters
 from labeling.models import Generation
-from trainer.generators import PROPOSAL_SETTINGS, GeneratorChoice, outbound
-from trainer.generators.forms import clean_generator, generator_fields
 
 
 class ExportForm(forms.Form):

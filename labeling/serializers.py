@@ -7,6 +7,7 @@ from rest_framework import serializers
 from core import prm800k, rules
 from core.params import describe
 from core.permissions import can_view_quality
+from generators import PROPOSAL_SETTINGS, GeneratorSpec, SamplingSettings
 from labeling import selectors
 from labeling.models import (
     FinishReason,
@@ -17,7 +18,6 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
-from trainer.generators import PROPOSAL_SETTINGS, GeneratorSpec, SamplingSettings
 
 
 class BlindToLabelers:
@@ -349,7 +349,7 @@ class LiveGenerationCreateSerializer(serializers.Serializer):
     proposals = serializers.IntegerField(min_value=1, max_value=8)
 
     def validate(self, data: dict) -> dict:
-        # The outbound rule (trainer.generators.outbound), checked before anything is made: an
+        # The outbound rule (generators.outbound), checked before anything is made: an
         # InvalidGenerator is a domain error, which the API answers with 400 and its sentence.
         data["generator"] = GeneratorSpec.requested(data.get("generator"))
         data["settings"] = SamplingSettings.from_dict(

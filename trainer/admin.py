@@ -5,7 +5,6 @@ from django.contrib import admin, messages
 from core.errors import DomainError
 from trainer import model_versions, runs, sampling, selectors
 from trainer.models import (
-    LocalModel,
     ModelVersion,
     RolloutLabel,
     SamplingRun,
@@ -88,19 +87,6 @@ class ScoringChunkAdmin(admin.ModelAdmin):
     list_filter = ["status", "model_version"]
     # A record of the scoring; only trainer.scoring changes it.
     readonly_fields = [field.name for field in ScoringChunk._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-
-@admin.register(LocalModel)
-class LocalModelAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "architecture", "parameter_count", "path", "created_at"]
-    list_filter = ["kind"]
-    search_fields = ["name", "path"]
-    # Records come from the disk (`register_models`, `convert_gguf`); only the name is a
-    # label of the researcher's choosing. Deleting a record leaves the files alone.
-    readonly_fields = ["kind", "path", "architecture", "parameter_count", "created_at"]
 
     def has_add_permission(self, request) -> bool:
         return False

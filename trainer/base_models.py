@@ -1,5 +1,5 @@
 """Where a training run's backbone may come from: a checkpoint directory inside PRM_MODEL_DIR,
-named by its path or by the name of its LocalModel record (`trainer.local_models`).
+named by its path or by the name of its LocalModel record (`generators.local_models`).
 
 A run's `base_model` is input from a researcher (the form, the API), and the GPU worker hands
 it to transformers' `from_pretrained`, which takes a local path or a hub id. So it is checked
@@ -27,8 +27,7 @@ from pathlib import Path
 from django.conf import settings
 
 from core.errors import Invalid
-
-MAX_LENGTH = 1024
+from generators.places import MAX_LENGTH, inside_model_dir, model_dir
 
 
 class BaseModelRefused(Invalid):
@@ -36,7 +35,7 @@ class BaseModelRefused(Invalid):
 
 
 def _root() -> Path:
-    return Path(settings.PRM_MODEL_DIR)
+    return model_dir()
 
 
 def refusal() -> str:
@@ -50,7 +49,7 @@ def refusal() -> str:
 
 
 def _recorded_checkpoint(name: str):
-    from trainer.models import LocalModel
+    from generators.models import LocalModel
 
     model = LocalModel.objects.filter(name=name).first()
     if model is None:
@@ -75,16 +74,7 @@ def check_base_model(value: str) -> str:
 
 def check_path(value: str) -> str:
     """`value` if it names a place inside PRM_MODEL_DIR, by its text alone; else refused."""
-    if (
-        len(value) > MAX_LENGTH
-        or "\x00" in value
-        or not os.path.isabs(value)
-        or ".." in Path(value).parts
-        or os.path.normpath(value) != value.rstrip("/")
-    ):
-        raise BaseModelRefused(refusal())
-    root = os.path.normpath(os.path.abspath(_root()))
-    if os.path.commonpath([root, value]) != root or os.path.normpath(value) == root:
+    if not inside_model_dir(value):
         raise BaseModelRefused(refusal())
     return value
 

@@ -5,8 +5,8 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 
 from core.params import form_fields, names, params_from_form
+from generators.models import LocalModel
 from labeling.services.overlap import OverlapParams
-from trainer.models import LocalModel
 from trainer.params import TrainingParams
 from trainer.selection import SelectionParams
 

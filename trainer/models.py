@@ -77,33 +77,6 @@ class ModelVersion(models.Model):
         return self.name or f"model version {self.pk}"
 
 
-class LocalModel(models.Model):
-    """A model on disk under PRM_MODEL_DIR that generators and PRM backbones are chosen from."""
-
-    class Kind(models.TextChoices):
-        CHECKPOINT = "checkpoint", "Checkpoint directory"
-        GGUF = "gguf", "GGUF file"
-
-    name = models.CharField(max_length=255, unique=True)
-    kind = models.CharField(max_length=16, choices=Kind.choices)
-    # Relative to PRM_MODEL_DIR, so the record survives the directory being mounted elsewhere.
-    path = models.CharField(max_length=1024, unique=True, help_text="Inside PRM_MODEL_DIR.")
-    architecture = models.CharField(max_length=128, blank=True)
-    parameter_count = models.BigIntegerField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(kind__in=["checkpoint", "gguf"]), name="local_model_kind_valid"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
 class SamplingRun(Job):
     """A job that draws samples from a generator: N solutions per problem into the pool
     (purpose `solutions`), or k rollouts from each step of chosen solutions (purpose
@@ -119,7 +92,7 @@ class SamplingRun(Job):
         ROLLOUTS = "rollouts", "Rollout labels"
 
     purpose = models.CharField(max_length=16, choices=Purpose.choices)
-    # trainer.generators: GeneratorSpec.to_dict() (never the API key) and SamplingSettings.
+    # generators: GeneratorSpec.to_dict() (never the API key) and SamplingSettings.
     generator = models.JSONField(help_text="Backend, model and base URL of the generator.")
     sampling = models.JSONField(help_text="Temperature, top_p, max_tokens and seed.")
     samples = models.PositiveIntegerField(help_text="Solutions per problem, or rollouts per step.")

@@ -10,9 +10,9 @@ a training run chooses which source it trains on (`TrainingParams.label_source`)
 from collections import defaultdict
 from collections.abc import Iterable
 
+from generators import Generator, SamplingSettings, roll_out_prefixes
 from labeling.grading import grade_answer
 from labeling.models import Solution
-from trainer.generators import Generator, SamplingSettings, roll_out_prefixes
 from trainer.models import RolloutLabel, SamplingRun
 
 # Seeds stay below 2**30, so seed + offset + k fits the 31 bits servers accept.

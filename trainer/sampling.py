@@ -26,17 +26,18 @@ from kombu.exceptions import OperationalError as BrokerError
 from core import jobs
 from core.errors import DomainError, Invalid, NotFound
 from core.queueing import queue_task
-from labeling.grading import grade_answer
-from labeling.models import Problem, Solution, solution_digest
-from trainer import pipeline, selection
-from trainer.generators import (
+from generators import (
     GeneratorSpec,
     InvalidGenerator,
     SamplingSettings,
     open_generator,
     sample_solutions,
 )
-from trainer.models import LocalModel, RolloutLabel, SamplingRun, SamplingRunItem
+from generators.models import LocalModel
+from labeling.grading import grade_answer
+from labeling.models import Problem, Solution, solution_digest
+from trainer import pipeline, selection
+from trainer.models import RolloutLabel, SamplingRun, SamplingRunItem
 
 logger = logging.getLogger(__name__)
 

@@ -3,10 +3,11 @@
 from django import forms
 
 from core.params import form_fields, names, params_from_form
+from generators import GeneratorChoice, SamplingSettings, outbound
+from generators.forms import clean_generator, generator_fields
+from generators.models import LocalModel
 from trainer import sampling
-from trainer.generators import GeneratorChoice, SamplingSettings, outbound
-from trainer.generators.forms import clean_generator, generator_fields
-from trainer.models import LocalModel, SamplingRun
+from trainer.models import SamplingRun
 from trainer.selection import SelectionParams
 
 API_KEY_HELP = (

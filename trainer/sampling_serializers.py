@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.params import describe
-from trainer.generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
+from generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
 from trainer.models import SamplingRun
 from trainer.sampling import MAX_ID, MAX_ITEMS, problem_ids_matching, progress
 from trainer.serializers import GenerationRequestSerializer

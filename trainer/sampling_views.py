@@ -16,8 +16,8 @@ from django.views.decorators.http import require_POST
 from core import job_views
 from core.errors import DomainError, http_status
 from core.permissions import ADMIN, RESEARCHER, has_role
+from generators import outbound
 from trainer import sampling
-from trainer.generators import outbound
 from trainer.models import SamplingRun
 from trainer.sampling_forms import SamplingRunForm
 

@@ -1,5 +1,8 @@
 """Phase-1 live labeling (PRM800K phase 1): a labeler builds a solution step by step.
 
+Over 500 lines on purpose: proposing, rating, choosing and ending are one lifecycle of one
+session, each step guarded by the same lock and rules.
+
 A live generation (`Generation.mode` "live") names problems, a generator and its sampling
 settings (`Generation.params["live"]`). A labeler's session on it starts from the problem
 alone. At each step the generator proposes k next steps (`propose_steps`, run by a Celery
@@ -34,6 +37,14 @@ from kombu.exceptions import OperationalError as BrokerError
 from core import prm800k
 from core.errors import Invalid
 from core.queueing import queue_task
+from generators import (
+    GeneratorSpec,
+    GeneratorUnavailable,
+    SamplingSettings,
+    open_generator,
+    propose_next_steps,
+    step_answer,
+)
 from labeling import grading
 from labeling.models import (
     Generation,
@@ -53,14 +64,6 @@ from labeling.services.sessions import (
     locked_session,
     session_to_change,
     touch,
-)
-from trainer.generators import (
-    GeneratorSpec,
-    GeneratorUnavailable,
-    SamplingSettings,
-    open_generator,
-    propose_next_steps,
-    step_answer,
 )
 
 logger = logging.getLogger(__name__)

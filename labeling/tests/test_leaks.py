@@ -26,12 +26,12 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from generators import GeneratorSpec, SamplingSettings
 from labeling import quality, tokens
 from labeling.models import Labeler, LabelingSession, Problem, StepLabel
 from labeling.services import live
 from labeling.services.importing import ImportFailed, import_problems
 from labeling.services.labelers import get_or_create_labeler
-from trainer.generators import GeneratorSpec, SamplingSettings
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from generators import GeneratorSpec, SamplingSettings
 from labeling.models import Generation, LabelingSession, Problem, Solution, StepLabel, StepRating
 from labeling.services import live
 from labeling.services.workbench import LabelingRefused, next_session
-from trainer.generators import GeneratorSpec, SamplingSettings
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -39,7 +39,7 @@ class FakeGenerator:
         FakeGenerator.calls += 1
         FakeGenerator.seeds.append([r.seed for r in requests])
         if FakeGenerator.fail:
-            from trainer.generators import GeneratorUnavailable
+            from generators import GeneratorUnavailable
 
             raise FakeGenerator.failure or GeneratorUnavailable("connection refused")
         replies = FakeGenerator.script.pop(0) if FakeGenerator.script else FakeGenerator.replies
@@ -219,7 +219,7 @@ def test_found_error_only_when_every_proposal_is_minus_one(
 def test_a_generator_failure_shows_the_labeler_no_address_or_backend_text(
     failure, fake, make_labeler, client, django_capture_on_commit_callbacks, caplog
 ):
-    from trainer.generators import GeneratorUnavailable
+    from generators import GeneratorUnavailable
 
     secret = "http://10.1.2.3:8000/v1 said: token sk-operator-123"
     fake.fail = True

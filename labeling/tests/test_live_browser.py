@@ -8,9 +8,9 @@ from pathlib import Path
 from django.core.management import call_command
 from playwright.sync_api import expect
 
+from generators import SamplingSettings
 from labeling.models import LabelingSession, Problem, StepLabel, StepRating
 from labeling.services import live
-from trainer.generators import SamplingSettings
 
 PHASE1_LINE = json.loads(
     (Path(__file__).parent / "fixtures" / "prm800k_phase1.jsonl").read_text().splitlines()[1]

@@ -1,4 +1,4 @@
-"""LocalModel: the registry of models on disk under PRM_MODEL_DIR (trainer/local_models.py)."""
+"""LocalModel: the registry of models on disk under PRM_MODEL_DIR (generators/local_models.py)."""
 
 from django.db import migrations, models
 

@@ -10,11 +10,11 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from core.params import option
+from generators import PROPOSAL_MAX_TOKENS, PROPOSAL_SETTINGS, SamplingSettings
 from labeling.forms import LiveGenerationForm
 from labeling.models import Generation, Problem, Solution
 from trainer import base_models
 from trainer.forms import GenerationForm
-from trainer.generators import PROPOSAL_MAX_TOKENS, PROPOSAL_SETTINGS, SamplingSettings
 from trainer.management.commands.sample import Command as SampleCommand
 from trainer.management.commands.select_generation import Command as SelectCommand
 from trainer.management.commands.train_prm import Command as TrainCommand

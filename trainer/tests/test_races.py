@@ -17,11 +17,11 @@ import requests
 from celery.app.task import Task
 
 import trainer
+from generators import GeneratorSpec, SamplingSettings
 from labeling.models import Generation, Problem, Solution
 from labeling.tests.interleave import Meeting, require_postgresql, run_in_threads
 from labeling.tokens import create_api_token
 from trainer import model_versions, pipeline, runs, sampling, selection
-from trainer.generators import GeneratorSpec, SamplingSettings
 from trainer.models import ModelVersion, SamplingRun, TrainingRun
 from trainer.prm import PRM
 from trainer.tests.labels import label_demo_solutions

@@ -5,8 +5,8 @@ second pass over the same solution adds nothing."""
 import pytest
 from django.db import IntegrityError, transaction
 
+from generators import SamplingSettings, open_generator
 from labeling.models import Problem, Solution
-from trainer.generators import SamplingSettings, open_generator
 from trainer.models import RolloutLabel, SamplingRun
 from trainer.rollouts import roll_out_solution, rollout_labels_of
 

@@ -11,10 +11,10 @@ import pytest
 from django.urls import reverse
 from kombu.exceptions import OperationalError
 
+from generators import GeneratorSpec, GeneratorUnavailable, SamplingSettings
 from labeling.grading import grade_answer
 from labeling.models import Problem, Solution
 from trainer import sampling
-from trainer.generators import GeneratorSpec, GeneratorUnavailable, SamplingSettings
 from trainer.models import SamplingRun, SamplingRunItem
 
 # Small: SmolLM2 on a shared CPU writes a few dozen tokens a second.

@@ -7,9 +7,9 @@ import signal
 
 from annotate.celery import app
 from conftest import wait_for
+from generators import GeneratorSpec, SamplingSettings
 from labeling.models import Problem, Solution
 from trainer import sampling, tasks
-from trainer.generators import GeneratorSpec, SamplingSettings
 from trainer.models import SamplingRun, SamplingRunItem
 
 ITEMS = 8

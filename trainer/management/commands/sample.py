@@ -5,8 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
 from core.params import add_arguments, given_options
+from generators import GeneratorChoice, GeneratorSpec, SamplingSettings
 from trainer import sampling
-from trainer.generators import GeneratorChoice, GeneratorSpec, SamplingSettings
 from trainer.models import SamplingRun
 
 

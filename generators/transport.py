@@ -11,7 +11,7 @@ from the environment are not used for such URLs: a proxy would connect where it 
 
 import httpx2
 
-from trainer.generators import outbound
+from generators import outbound
 
 
 class GuardedTransport(httpx2.BaseTransport):

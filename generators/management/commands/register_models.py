@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from trainer import local_models
+from generators import local_models
 
 
 class Command(BaseCommand):

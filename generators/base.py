@@ -35,7 +35,7 @@ class SamplingSettings(Params):
 
     The one definition of the sampling settings: the sampling run's form, the live-labeling
     form, their API fields and `manage.py sample`'s options come from it. The defaults are a
-    whole solution's; live labeling's are PROPOSAL_SETTINGS (`trainer.generators`)."""
+    whole solution's; live labeling's are PROPOSAL_SETTINGS (`generators`)."""
 
     invalid = InvalidGenerator
     noun = "sampling setting"
@@ -135,7 +135,7 @@ class GeneratorSpec:
                 raise InvalidGenerator(
                     "An openai generator needs base_url, e.g. http://host:8000/v1."
                 )
-            from trainer.generators import outbound
+            from generators import outbound
 
             outbound.check_syntax(base_url)
         if backend == "local" and base_url:
@@ -147,9 +147,9 @@ class GeneratorSpec:
         """The generator a person asks for (`GeneratorChoice`'s fields; none named: the
         configured one) with the key they gave for it: what the forms, the API and
         `manage.py sample` build. A URL that is not the operator's is checked in full here
-        (trainer.generators.outbound: its host resolved, every address checked). Raises
+        (generators.outbound: its host resolved, every address checked). Raises
         InvalidGenerator naming what is wrong."""
-        from trainer.generators import outbound
+        from generators import outbound
 
         spec = GeneratorChoice.from_dict(data).spec()
         outbound.check_api_key(api_key)

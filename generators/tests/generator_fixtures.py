@@ -29,7 +29,7 @@ import pytest
 from django.test import override_settings
 
 from conftest import require
-from trainer import local_models
+from generators import local_models
 
 # Loading SmolLM2 on a shared 2-core CPU takes 10-20 s; a cold import of torch adds as much.
 SERVER_START_SECONDS = 180
@@ -78,7 +78,7 @@ def smollm2_checkpoint(converted) -> Path:
 @pytest.fixture
 def smollm2_model_dir(converted, settings, db):
     """The LocalModel of SmolLM2 (a checkpoint) in this test's database, PRM_MODEL_DIR set."""
-    from trainer.models import LocalModel
+    from generators.models import LocalModel
 
     settings.PRM_MODEL_DIR = converted[0]
     model, _ = local_models.register_model(
@@ -181,7 +181,7 @@ def allowed_openai_server(openai_server, settings) -> OpenAIServer:
 @pytest.fixture(params=["openai", "local"], ids=["openai", "local"])
 def generator_spec(request):
     """A GeneratorSpec of the real SmolLM2 through the `openai` or the `local` backend."""
-    from trainer.generators import GeneratorSpec
+    from generators import GeneratorSpec
 
     if request.param == "openai":
         server = request.getfixturevalue("allowed_openai_server")

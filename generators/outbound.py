@@ -25,7 +25,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from django.conf import settings
 
-from trainer.generators.base import InvalidGenerator
+from generators.base import InvalidGenerator
 
 MAX_URL_CHARS = 1024
 MAX_KEY_CHARS = 4096

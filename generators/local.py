@@ -18,14 +18,14 @@ from pathlib import Path
 
 from django.conf import settings as django_settings
 
-from trainer.generators.base import (
+from generators.base import (
     GenerationRequest,
     GeneratorSpec,
     GeneratorUnavailable,
     InvalidGenerator,
     SamplingSettings,
 )
-from trainer.generators.openai_compatible import cut_at_stop
+from generators.openai_compatible import cut_at_stop
 
 # Resolved checkpoint directory -> (model, tokenizer), for the life of the process.
 _LOADED: dict[str, tuple] = {}
@@ -33,7 +33,7 @@ _LOADING = threading.Lock()
 
 
 def _checkpoint(name: str) -> Path:
-    from trainer.models import LocalModel
+    from generators.models import LocalModel
 
     record = LocalModel.objects.filter(name=name).first()
     if record is None:

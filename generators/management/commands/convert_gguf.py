@@ -3,8 +3,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
-from trainer import local_models
-from trainer.local_models import LocalModelExists
+from generators import local_models
+from generators.local_models import LocalModelExists
 
 
 class Command(BaseCommand):

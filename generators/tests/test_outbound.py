@@ -1,4 +1,4 @@
-"""Requests the server makes on a researcher's behalf (trainer/generators/outbound.py).
+"""Requests the server makes on a researcher's behalf (generators/outbound.py).
 
 A real HTTP server on 127.0.0.1 stands in for a hostile host a researcher points a run at: it
 records every request's headers and answers as told (a chat completion, an error whose body
@@ -20,9 +20,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from labeling.models import Problem, Solution
-from trainer import sampling
-from trainer.generators import (
+from generators import (
     GenerationRequest,
     GeneratorSpec,
     InvalidGenerator,
@@ -30,7 +28,9 @@ from trainer.generators import (
     open_generator,
     outbound,
 )
-from trainer.generators.prompts import solution_messages
+from generators.prompts import solution_messages
+from labeling.models import Problem, Solution
+from trainer import sampling
 from trainer.models import SamplingRun
 
 OPERATOR_KEY = "sk-operator-0f1e2d3c4b5a"

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from trainer.generators import (
+from generators import (
     GenerationRequest,
     GeneratorSpec,
     GeneratorUnavailable,
@@ -24,8 +24,8 @@ from trainer.generators import (
     roll_out,
     sample_solutions,
 )
-from trainer.generators.prompts import solution_messages
-from trainer.models import LocalModel
+from generators.models import LocalModel
+from generators.prompts import solution_messages
 
 PROBLEM = "What is $3 \\cdot 7 + 4$?"
 STEPS = ["First multiply: $3 \\cdot 7 = 21$."]

@@ -2,7 +2,7 @@
 live labeling's), derived from GeneratorChoice and SamplingSettings, and their one check."""
 
 from core.params import form_fields, names, params_from_form
-from trainer.generators.base import GeneratorChoice, GeneratorSpec, SamplingSettings
+from generators.base import GeneratorChoice, GeneratorSpec, SamplingSettings
 
 
 def generator_fields(*, defaults: SamplingSettings | None = None) -> dict:

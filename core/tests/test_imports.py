@@ -1,0 +1,87 @@
+"""Every room imports only the rooms below it (docs/architecture.md, "What each may import").
+
+Reads the imports of every module, function-level ones included, so that an arrow the table
+does not allow fails here rather than in a circular import months later. Tests and migrations
+are left out: a test may drive several rooms, and a migration's dependencies are not imports.
+"""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# room -> the rooms (or a room's sub-package) it may import, besides itself.
+MAY_IMPORT: dict[str, set[str]] = {
+    "core": set(),
+    "generators": {"core"},
+    "labeling": {"core", "generators"},
+    "trainer": {"core", "labeling", "generators"},
+    "annotate": {"core", "generators", "labeling", "trainer"},
+}
+ROOMS = set(MAY_IMPORT)
+
+
+def room_of(module: str) -> str | None:
+    top = module.split(".", 1)[0]
+    return top if top in ROOMS else None
+
+
+def imports_of(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def modules() -> list[tuple[str, Path]]:
+    found = []
+    for room in ROOMS:
+        for path in sorted((ROOT / room).rglob("*.py")):
+            parts = path.relative_to(ROOT).parts
+            if "tests" in parts or "migrations" in parts:
+                continue
+            found.append((room, path))
+    return found
+
+
+def test_every_room_imports_only_the_rooms_below_it():
+    wrong = []
+    for room, path in modules():
+        for module in imports_of(path):
+            target = room_of(module)
+            if target and target != room and target not in MAY_IMPORT[room]:
+                wrong.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not wrong, "arrows the architecture does not allow:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_two_rooms_import_each_other():
+    arrows = {
+        (room, target)
+        for room, path in modules()
+        for module in imports_of(path)
+        if (target := room_of(module)) and target != room
+    }
+    both_ways = sorted({tuple(sorted(pair)) for pair in arrows if pair[::-1] in arrows})
+    assert not both_ways, f"rooms that import each other: {both_ways}"
+
+
+def test_the_check_sees_an_arrow_it_forbids(tmp_path):
+    # The reader finds function-level and dotted imports: what the two tests above rely on.
+    module = tmp_path / "m.py"
+    module.write_text(
+        "def f():\n    from labeling.models import Solution\n    import trainer.prm\n"
+    )
+    assert {room_of(m) for m in imports_of(module)} == {"labeling", "trainer"}
+
+
+def test_a_module_over_about_500_lines_says_why_at_its_top():
+    # "About": a module may grow a little past 500 before it must split or say why.
+    unexplained = []
+    for _room, path in modules():
+        lines = path.read_text().splitlines()
+        if len(lines) > 550 and not any("500 lines" in line for line in lines[:15]):
+            unexplained.append(f"{path.relative_to(ROOT)} ({len(lines)} lines)")
+    assert not unexplained, "long modules with no reason at the top: " + ", ".join(unexplained)
