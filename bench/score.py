@@ -5,7 +5,7 @@
 Stores N synthetic solutions (default 2,000, 3-12 steps of MATH-like text each), builds the
 tiny built-in PRM, or on a GPU one on a Qwen2.5-0.5B-shaped backbone (`--shape`, bench/shapes.py;
 random weights: speed does not depend on what it learned), saves it to a
-temporary directory and loads it back as a worker would, then times `score_solutions`
+temporary directory and loads it back as a worker would, then times `score_and_store`
 twice: batched (length-sorted batches of B), and with batch size 1 on the first K solutions
 (default 200), extrapolated per solution. Both paths read and write the database the same
 way, so the ratio is what batching buys. Prints solutions/s of each, the ratio, and the
@@ -97,7 +97,7 @@ def run(args, tmpdir: Path) -> bool:
     from labeling.models import Problem, Solution
     from trainer.models import ModelVersion
     from trainer.prm import PRM
-    from trainer.score import score_solutions
+    from trainer.score import score_and_store
 
     call_command("migrate", verbosity=0, interactive=False)
     ids = store_solutions(args.solutions)
@@ -114,7 +114,7 @@ def run(args, tmpdir: Path) -> bool:
     reset = reset_peak_rss()
     before_mb = current_rss_mb()
     start = time.perf_counter()
-    batched = score_solutions(
+    batched = score_and_store(
         prm=prm, solution_ids=ids, model_version_id=version.pk, batch_size=args.batch_size
     )
     batched_s = time.perf_counter() - start
@@ -122,7 +122,7 @@ def run(args, tmpdir: Path) -> bool:
 
     sample = ids[: args.per_call]
     start = time.perf_counter()
-    per_call = score_solutions(
+    per_call = score_and_store(
         prm=prm, solution_ids=sample, model_version_id=version.pk, batch_size=1
     )
     per_call_s = time.perf_counter() - start

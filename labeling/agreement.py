@@ -241,7 +241,7 @@ def agreement_by_generation(
     return sorted(rows, key=lambda row: row.generation.number if row.generation else -(10**9))
 
 
-def agreement_by_labeler(labels: dict[int, list[Label]] | None = None) -> dict[int, Figures]:
+def peer_agreement_by_labeler(labels: dict[int, list[Label]] | None = None) -> dict[int, Figures]:
     """Labeler id -> their agreement with the other labelers of the same solutions
     (`labels`: `overlapping_labels()`, when the caller has read them already)."""
     labels = overlapping_labels() if labels is None else labels

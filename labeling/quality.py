@@ -198,7 +198,7 @@ class Agreement:
         return self.steps_agreed / self.steps_total if self.steps_total else None
 
 
-def agreement_by_labeler(*, labeler_ids: list[int] | None = None) -> dict[int, Agreement]:
+def gold_agreement_by_labeler(*, labeler_ids: list[int] | None = None) -> dict[int, Agreement]:
     """Labeler id -> agreement with gold, for labelers with at least one gold session."""
     sessions = LabelingSession.objects.filter(
         submitted_at__isnull=False, solution__gold_ratings__isnull=False
@@ -305,7 +305,7 @@ def labeler_figures(*, labeler_ids: list[int] | None = None) -> list[LabelerFigu
     ):
         if labeler_id in figures:
             figures[labeler_id].steps = steps
-    for labeler_id, agreement in agreement_by_labeler(labeler_ids=labeler_ids).items():
+    for labeler_id, agreement in gold_agreement_by_labeler(labeler_ids=labeler_ids).items():
         if labeler_id in figures:
             figures[labeler_id].agreement = agreement
     return list(figures.values())

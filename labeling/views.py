@@ -288,7 +288,7 @@ def quality_dashboard(request: HttpRequest) -> HttpResponse:
     if not can_view_quality(request.user):
         raise PermissionDenied("The quality page is for researchers and admins.")
     overlapping = agreement.overlapping_labels()
-    between = agreement.agreement_by_labeler(overlapping)
+    between = agreement.peer_agreement_by_labeler(overlapping)
     context = {
         "labelers": [
             (figures, between.get(figures.labeler_id)) for figures in quality.labeler_figures()

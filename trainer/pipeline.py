@@ -136,9 +136,9 @@ def score_with_model_version(
     if solution_ids is None:
         return scoring.score_in_process(model_version=version)
     # Imported here to keep torch out of the web process, which never scores.
-    from trainer.score import score_solutions
+    from trainer.score import score_and_store
 
-    return score_solutions(
+    return score_and_store(
         prm=scoring.load_prm(version), solution_ids=solution_ids, model_version_id=version.pk
     )
 

@@ -34,7 +34,7 @@ TRUNCATED = "prm_truncated"
 FAILED = "prm_failed"
 
 
-def score_solutions(
+def score_and_store(
     *,
     prm: PRM,
     solution_ids: Iterable[int],
@@ -42,7 +42,8 @@ def score_solutions(
     batch_size: int = 32,
     chunk_size: int | None = None,
 ) -> int:
-    """Score the given solutions; returns how many were written."""
+    """Score the given solutions with `prm` and store each one's step scores; returns how many
+    were written."""
     configure_threads()
     ids = sorted(set(solution_ids))
     chunk = chunk_size or settings.PRM_SCORE_CHUNK

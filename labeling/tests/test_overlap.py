@@ -63,7 +63,7 @@ def test_two_labelers_on_one_overlapping_solution_give_the_figures_computed_by_h
     assert (figures.solutions, figures.first_error_pairs, figures.first_error_agreed) == (1, 1, 0)
     assert (figures.step_pairs, figures.steps_agreed) == (3, 1)
     assert figures.alpha == pytest.approx(-1 / 9)
-    by_labeler = agreement.agreement_by_labeler()
+    by_labeler = agreement.peer_agreement_by_labeler()
     assert by_labeler[ann.pk].alpha == pytest.approx(-1 / 9)  # two labelers: the same figure
     assert by_labeler[bob.pk].per_step_agreement == pytest.approx(1 / 3)
 

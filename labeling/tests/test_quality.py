@@ -91,7 +91,7 @@ def crafted(problem, make_labeler, make_solution):
 
 
 def test_agreement_with_gold_exact_and_per_step(crafted):
-    agreement = quality.agreement_by_labeler()
+    agreement = quality.gold_agreement_by_labeler()
 
     ann = agreement[crafted["ann"].pk]
     assert (ann.sessions, ann.exact_agreed, ann.exact_total) == (3, 3, 3)

@@ -13,7 +13,7 @@ from trainer.base_models import BaseModelRefused, refusal, resolve_base_model
 from trainer.forms import TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 from trainer.prm import PRM
-from trainer.score import score_solutions
+from trainer.score import score_and_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,7 +119,7 @@ def test_a_solution_longer_than_the_context_is_scored_truncated_and_flagged(prm,
     after = make_solution(problem, 3)
     version = ModelVersion.objects.create(name="v", checkpoint_path="/v")
 
-    written = score_solutions(
+    written = score_and_store(
         prm=prm,
         solution_ids=[s.pk for s in (short, many_steps, long_text, after)],
         model_version_id=version.pk,
@@ -156,7 +156,7 @@ def test_a_solution_the_model_cannot_score_fails_alone(prm, make_solution, monke
     monkeypatch.setattr(prm, "score_solutions", score_solutions_but_poison)
     version = ModelVersion.objects.create(name="v", checkpoint_path="/v")
 
-    score_solutions(prm=prm, solution_ids=[s.pk for s in [*good, bad]], model_version_id=version.pk)
+    score_and_store(prm=prm, solution_ids=[s.pk for s in [*good, bad]], model_version_id=version.pk)
 
     for solution in good:
         solution.refresh_from_db()
@@ -171,7 +171,7 @@ def test_a_rescoring_clears_an_earlier_flag(prm, make_solution):
     problem = Problem.objects.create(text="Solve it.", answer="5")
     solution = make_solution(problem, 0, meta={"prm_truncated": {"steps": 9}, "kind": "kept"})
 
-    score_solutions(prm=prm, solution_ids=[solution.pk], model_version_id=None)
+    score_and_store(prm=prm, solution_ids=[solution.pk], model_version_id=None)
 
     solution.refresh_from_db()
     assert solution.meta == {"kind": "kept"}

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from labeling.models import Problem, Solution
 from trainer.models import ModelVersion
 from trainer.prm import PRM, PRMSettings
-from trainer.score import score_solutions
+from trainer.score import score_and_store
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +60,7 @@ def test_transformers_alone_gives_the_step_scores_stepwise_stored(tmp_path, vers
         Solution.objects.create(problem=problem, steps=steps, answer=str(i), is_correct=i == 0)
         for i, steps in enumerate(STEPS)
     ]
-    score_solutions(
+    score_and_store(
         prm=PRM.load(version.checkpoint_path, device="cpu"),
         solution_ids=[s.pk for s in solutions],
         model_version_id=version.pk,

@@ -5,7 +5,7 @@ import pytest
 from labeling.models import Problem, Solution
 from trainer.models import ModelVersion
 from trainer.prm import PRM, PRMSettings, solution_score
-from trainer.score import score_solutions
+from trainer.score import score_and_store
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +38,7 @@ def test_scores_steps_solution_and_model_version_of_every_given_solution(prm, so
     untouched = solutions.pop()
     version = ModelVersion.objects.create(name="v1", checkpoint_path="/nowhere")
 
-    count = score_solutions(
+    count = score_and_store(
         prm=prm,
         solution_ids=(s.pk for s in solutions),
         model_version_id=version.pk,
@@ -60,7 +60,7 @@ def test_rescoring_replaces_the_previous_model_versions_scores(prm, solutions):
     old = ModelVersion.objects.create(name="old", checkpoint_path="/old")
     Solution.objects.update(prm_score=0.123, prm_step_scores=[0.1], prm_model_version=old)
 
-    score_solutions(prm=prm, solution_ids=[s.pk for s in solutions], model_version_id=None)
+    score_and_store(prm=prm, solution_ids=[s.pk for s in solutions], model_version_id=None)
 
     for solution in Solution.objects.all():
         assert solution.prm_model_version_id is None
@@ -73,7 +73,7 @@ def test_a_solution_without_steps_gets_no_score(prm, make_solution):
     empty = make_solution(problem, steps=[], is_correct=False)
     version = ModelVersion.objects.create(name="v", checkpoint_path="/v")
 
-    assert score_solutions(prm=prm, solution_ids=[empty.pk], model_version_id=version.pk) == 1
+    assert score_and_store(prm=prm, solution_ids=[empty.pk], model_version_id=version.pk) == 1
 
     empty.refresh_from_db()
     assert empty.prm_score is None and empty.prm_step_scores is None

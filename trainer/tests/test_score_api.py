@@ -8,7 +8,7 @@ from labeling.models import Problem, Solution
 from trainer import scoring_service
 from trainer.models import ModelVersion
 from trainer.prm import PRM, PRMSettings, solution_score
-from trainer.score import score_solutions
+from trainer.score import score_and_store
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +41,7 @@ def test_posted_solutions_get_the_scores_the_pool_stores(make_user, active):
         Solution.objects.create(problem=problem, steps=steps, answer=str(i), is_correct=i == 0)
         for i, steps in enumerate(STEPS)
     ]
-    score_solutions(
+    score_and_store(
         prm=PRM.load(active.checkpoint_path, device="cpu"),
         solution_ids=[s.pk for s in stored],
         model_version_id=active.pk,
