@@ -36,7 +36,7 @@ urlpatterns = [
     path(
         "tokens/<str:token_key>/", labeling_api.TokenDetailView.as_view(), name="api-token-detail"
     ),
-    path("", include("trainer.sampling_api_urls")),
+    path("", include("trainer.sampling.api_urls")),
     path("", include("labeling.live_api_urls")),
     path("", include(router.urls)),
 ]

@@ -3,7 +3,7 @@
 from django.contrib import admin, messages
 
 from core.errors import DomainError
-from trainer import model_versions, runs, sampling, selectors
+from trainer import model_versions, runs, selectors
 from trainer.models import (
     ModelVersion,
     RolloutLabel,
@@ -11,6 +11,7 @@ from trainer.models import (
     ScoringChunk,
     TrainingRun,
 )
+from trainer.sampling import services as sampling
 
 
 @admin.register(TrainingRun)
@@ -98,7 +99,8 @@ class SamplingRunAdmin(admin.ModelAdmin):
     list_filter = ["status", "purpose"]
     date_hierarchy = "created_at"
     actions = ["cancel_runs"]
-    # A record of what happened; only trainer.sampling changes it (start it from /sampling/).
+    # A record of what happened; only trainer.sampling.services changes it (start one at
+    # /sampling/).
     readonly_fields = [field.name for field in SamplingRun._meta.fields]
 
     def has_add_permission(self, request) -> bool:

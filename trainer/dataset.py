@@ -13,7 +13,7 @@ completion whose text is that step (completion 0 in phase 2). A phase-1 step the
 wrote themselves (`human_completion`) counts as +1 unless it carries an integer
 `corrected_rating`.
 
-Rollout labels (`trainer.rollouts`) are a label source of their own: a solution with them
+Rollout labels (`trainer.sampling.rollouts`) are a label source of their own: a solution with them
 gives one rollout example per run used, never merged into its human labels. With the hard
 estimate its labels are +1/-1, cut after the first -1 like a human label; with the soft one
 every step carries `targets` (p(+1) = the share of rollouts that reached the answer, p(-1)
@@ -134,7 +134,7 @@ def rollout_examples(
     """One example per solution with rollout labels: `run_id`'s labels, or else those of the
     latest sampling run that labeled it. Labels count from step 0 without a gap; a gap ends
     them. The filters mean what they mean for sessions, read on the solution."""
-    from trainer.rollouts import latest_run_labels, rollout_labels_of
+    from trainer.sampling.rollouts import latest_run_labels, rollout_labels_of
 
     if estimate not in ("hard", "soft"):
         raise ValueError(f"Unknown rollout estimate {estimate!r}: use hard or soft.")

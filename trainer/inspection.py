@@ -28,9 +28,9 @@ from labeling.models import (
     Solution,
     StepRating,
 )
-from trainer import label_sources
 from trainer.models import ModelVersion, RolloutLabel, SamplingRun
-from trainer.rollouts import rollout_labels_of
+from trainer.sampling import label_sources
+from trainer.sampling.rollouts import rollout_labels_of
 from trainer.selectors import active_model_version
 
 
@@ -312,7 +312,7 @@ ROLLOUT_AGREEMENT_RUNS = 20
 
 def rollout_agreement(*, limit: int = ROLLOUT_AGREEMENT_RUNS) -> list[RolloutRunAgreement]:
     """Per rollout sampling run (the `limit` newest that stored labels), how its labels agree
-    with the human labels of the same solutions (`trainer.label_sources`), and overall."""
+    with the human labels of the same solutions (`trainer.sampling.label_sources`), and overall."""
     runs = list(
         SamplingRun.objects.filter(rollout_labels__isnull=False).distinct().order_by("-pk")[:limit]
     )

@@ -21,7 +21,7 @@ SCHEDULES = ("cosine", "linear", "constant")
 # Solution score from step scores: the names of the one registry, core.aggregation.
 AGGREGATIONS = tuple(aggregation.AGGREGATIONS)
 # Which labels a run trains on (trainer.dataset.build_training_examples): human ratings,
-# rollout labels (trainer.rollouts), or both, each solution giving one example of each.
+# rollout labels (trainer.sampling.rollouts), or both, each solution giving one example of each.
 LABEL_SOURCES = ("human", "rollout", "both")
 ROLLOUT_ESTIMATES = ("hard", "soft")
 # How a run on several processes (settings.PRM_TRAIN_PROCESSES) spreads the model: a whole

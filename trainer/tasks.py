@@ -1,5 +1,5 @@
 """Celery shells around trainer.runs, trainer.pipeline, trainer.scoring, trainer.selection and
-trainer.sampling.
+trainer.sampling.services.
 Routing: training, scoring, selection and sampling on `gpu` (a local generator needs the model),
 the periodic check on `default` (CELERY_TASK_ROUTES).
 
@@ -31,7 +31,8 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils import timezone
 
-from trainer import pipeline, runs, sampling, scoring, selection
+from trainer import pipeline, runs, scoring, selection
+from trainer.sampling import services as sampling
 
 
 @shared_task(

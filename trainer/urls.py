@@ -21,5 +21,5 @@ urlpatterns = [
         views.generation_overlap,
         name="generation-overlap",
     ),
-    path("", include("trainer.sampling_urls")),
+    path("", include("trainer.sampling.urls")),
 ]

@@ -30,8 +30,8 @@ from generators import (
 )
 from generators.prompts import solution_messages
 from labeling.models import Problem, Solution
-from trainer import sampling
 from trainer.models import SamplingRun
+from trainer.sampling import services as sampling
 
 OPERATOR_KEY = "sk-operator-0f1e2d3c4b5a"
 RESEARCHER_KEY = "sk-researcher-9a8b7c6d"

@@ -23,8 +23,9 @@ from core import jobs
 from labeling.models import ImportJob, Problem
 from labeling.services import import_jobs
 from labeling.tests.interleave import require_postgresql, run_in_threads
-from trainer import runs, sampling, scoring
+from trainer import runs, scoring
 from trainer.models import ModelVersion, SamplingRun, ScoringChunk, TrainingRun
+from trainer.sampling import services as sampling
 
 KINDS = ["training run", "sampling run", "scoring chunk", "import job"]
 

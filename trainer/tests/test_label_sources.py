@@ -9,11 +9,12 @@ from django.urls import reverse
 
 from labeling.agreement import labels_of
 from labeling.models import LabelingSession, Problem, Solution
-from trainer import inspection, label_sources
+from trainer import inspection
 from trainer.dataset import Example, build_training_examples, snapshot_hash, split_by_problem
 from trainer.models import RolloutLabel, SamplingRun
 from trainer.params import InvalidParams, TrainingParams
 from trainer.prm import CLASSES, soft_loss
+from trainer.sampling import label_sources
 from trainer.tests.test_inspection import rate
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ from trainer.management.commands.select_generation import Command as SelectComma
 from trainer.management.commands.train_prm import Command as TrainCommand
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
-from trainer.sampling_forms import SamplingRunForm
+from trainer.sampling.forms import SamplingRunForm
 from trainer.selection import SelectionParams
 from trainer.serializers import GenerationRequestSerializer
 
@@ -258,7 +258,7 @@ def test_each_sampling_form_starts_from_the_defaults_its_api_takes(configured, a
     run_initial = {n: run_form.fields[n].initial for n in names}
     live_initial = {n: live_form.fields[n].initial for n in names}
 
-    with mock.patch("trainer.sampling.queue_task"):
+    with mock.patch("trainer.sampling.services.queue_task"):
         run = api.post(
             "/api/sampling-runs/",
             {"problem_ids": [configured.pk], "samples": 1},

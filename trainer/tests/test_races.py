@@ -21,9 +21,10 @@ from generators import GeneratorSpec, SamplingSettings
 from labeling.models import Generation, Problem, Solution
 from labeling.tests.interleave import Meeting, require_postgresql, run_in_threads
 from labeling.tokens import create_api_token
-from trainer import model_versions, pipeline, runs, sampling, selection
+from trainer import model_versions, pipeline, runs, selection
 from trainer.models import ModelVersion, SamplingRun, TrainingRun
 from trainer.prm import PRM
+from trainer.sampling import services as sampling
 from trainer.tests.labels import label_demo_solutions
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_fraction": 0.3}

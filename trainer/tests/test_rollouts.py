@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from generators import SamplingSettings, open_generator
 from labeling.models import Problem, Solution
 from trainer.models import RolloutLabel, SamplingRun
-from trainer.rollouts import roll_out_solution, rollout_labels_of
+from trainer.sampling.rollouts import roll_out_solution, rollout_labels_of
 
 pytestmark = pytest.mark.django_db
 

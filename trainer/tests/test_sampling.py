@@ -14,8 +14,8 @@ from kombu.exceptions import OperationalError
 from generators import GeneratorSpec, GeneratorUnavailable, SamplingSettings
 from labeling.grading import grade_answer
 from labeling.models import Problem, Solution
-from trainer import sampling
 from trainer.models import SamplingRun, SamplingRunItem
+from trainer.sampling import services as sampling
 
 # Small: SmolLM2 on a shared CPU writes a few dozen tokens a second.
 REAL_SETTINGS = SamplingSettings(temperature=0.7, top_p=0.95, max_tokens=96, seed=7)
@@ -359,7 +359,7 @@ def test_the_api_starts_watches_cancels_and_resumes_a_run(
         "sampling": {"temperature": 0.2, "max_tokens": 32},
     }
     with (
-        mock.patch("trainer.sampling.queue_task") as queue,
+        mock.patch("trainer.sampling.services.queue_task") as queue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = client.post("/api/sampling-runs/", body, content_type="application/json")
@@ -373,7 +373,7 @@ def test_the_api_starts_watches_cancels_and_resumes_a_run(
     response = client.post(f"/api/sampling-runs/{data['id']}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert client.post(f"/api/sampling-runs/{data['id']}/cancel/").status_code == 409
-    with mock.patch("trainer.sampling.queue_task"):
+    with mock.patch("trainer.sampling.services.queue_task"):
         response = client.post(f"/api/sampling-runs/{data['id']}/resume/")
     assert response.status_code == 200 and response.json()["status"] == "queued"
     assert client.get(f"/api/sampling-runs/{data['id']}/").json()["id"] == data["id"]

@@ -9,8 +9,9 @@ from annotate.celery import app
 from conftest import wait_for
 from generators import GeneratorSpec, SamplingSettings
 from labeling.models import Problem, Solution
-from trainer import sampling, tasks
+from trainer import tasks
 from trainer.models import SamplingRun, SamplingRunItem
+from trainer.sampling import services as sampling
 
 ITEMS = 8
 SAMPLES = 2

@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import DomainError
 from core.params import add_arguments, given_options
 from generators import GeneratorChoice, GeneratorSpec, SamplingSettings
-from trainer import sampling
 from trainer.models import SamplingRun
+from trainer.sampling import services as sampling
 
 
 def _ids(text: str | None) -> list[int] | None:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from trainer import sampling_views as views
+from trainer.sampling import views
 
 urlpatterns = [
     path("sampling/", views.sampling_list, name="sampling-list"),

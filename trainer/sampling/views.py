@@ -17,9 +17,9 @@ from core import job_views
 from core.errors import DomainError, http_status
 from core.permissions import ADMIN, RESEARCHER, has_role
 from generators import outbound
-from trainer import sampling
 from trainer.models import SamplingRun
-from trainer.sampling_forms import SamplingRunForm
+from trainer.sampling import services as sampling
+from trainer.sampling.forms import SamplingRunForm
 
 SOLUTIONS_SHOWN = 50
 

@@ -12,9 +12,9 @@ from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from core.permissions import IsResearcher
-from trainer import sampling
-from trainer import sampling_serializers as s
 from trainer.models import SamplingRun
+from trainer.sampling import serializers as s
+from trainer.sampling import services as sampling
 
 
 class SamplingRunViewSet(ReadOnlyModelViewSet):

@@ -446,7 +446,7 @@ def _sample_item(*, run: SamplingRun, item: SamplingRunItem, generator, settings
 
 def _roll_out_item(*, run: SamplingRun, item: SamplingRunItem, generator, settings) -> None:
     # Imported here: rollouts are their own module, and only a worker needs them.
-    from trainer.rollouts import estimate_solution
+    from trainer.sampling.rollouts import estimate_solution
 
     # Generated outside the transaction: the run's row stays free for heartbeats and cancels.
     labels = estimate_solution(

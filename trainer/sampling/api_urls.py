@@ -1,6 +1,6 @@
 from rest_framework.routers import SimpleRouter
 
-from trainer.sampling_api import SamplingRunViewSet
+from trainer.sampling.api import SamplingRunViewSet
 
 router = SimpleRouter()
 router.register("sampling-runs", SamplingRunViewSet, basename="sampling-run")
