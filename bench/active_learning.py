@@ -32,10 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-from benchdb import throwaway_django
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench.benchdb import throwaway_django  # noqa: E402
 
 BENCH_DB = "stepwise_active_learning_bench"
 ACTIVE, BASELINE = "convincing_wrong_answer", "uniform"

@@ -32,7 +32,10 @@ import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from benchdb import (
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.benchdb import (  # noqa: E402  (after the repository joins the path)
     current_rss_mb,
     database_url,
     is_postgres,
@@ -40,9 +43,6 @@ from benchdb import (
     recreate_database,
     setup_django,
 )
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 BENCH_DB = "stepwise_bench"
 SEED = 800_000

@@ -25,10 +25,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from benchdb import throwaway_django
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench.benchdb import throwaway_django  # noqa: E402
 
 BENCH_DB = "stepwise_generate_bench"
 TARGET_RATIO = 1.5

@@ -23,11 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from benchdb import current_rss_mb, peak_rss_mb, reset_peak_rss, throwaway_django
 from shapes import SHAPES, backbone_config
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench.benchdb import current_rss_mb, peak_rss_mb, reset_peak_rss, throwaway_django  # noqa: E402
 
 BENCH_DB = "stepwise_score_bench"
 SEED = 4
@@ -85,7 +86,7 @@ def shaped_module(shape: str, *, vocab_size: int):
     built-in tokenizer's vocabulary: the speed of a real backbone without its download."""
     from transformers import AutoModel
 
-    from trainer.prm import PRMModule
+    from trainer.ml.prm import PRMModule
 
     config = backbone_config(shape, vocab_size=vocab_size, attn_implementation="sdpa")
     return PRMModule(AutoModel.from_config(config), config.hidden_size)
@@ -95,8 +96,8 @@ def run(args, tmpdir: Path) -> bool:
     from django.core.management import call_command
 
     from labeling.models import Problem, Solution
+    from trainer.ml.prm import PRM
     from trainer.models import ModelVersion
-    from trainer.prm import PRM
     from trainer.score import score_and_store
 
     call_command("migrate", verbosity=0, interactive=False)

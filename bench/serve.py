@@ -47,10 +47,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchdb import bench_database_name, is_postgres, throwaway_django
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench.benchdb import bench_database_name, is_postgres, throwaway_django  # noqa: E402
 
 BENCH_DB_SUFFIX = "serve_bench"
 PASSWORD = "bench-labeler-pw-1"

@@ -29,12 +29,10 @@ import pytest
 import redis
 import requests
 
+from bench import serve
 from conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench"
-sys.path.insert(0, str(BENCH))
-import serve  # noqa: E402  (bench/serve.py)
 
 pytestmark = pytest.mark.services
 
@@ -122,7 +120,7 @@ class PrivatePostgres:
         """Run `script` in a Python process with Django set up on this cluster; its stdout."""
         done = subprocess.run(
             [sys.executable, "-c", script, *args],
-            cwd=BENCH,
+            cwd=REPO,
             env=os.environ | self.app_env(broker_url="memory://") | {"PYTHONPATH": str(REPO)},
             input=stdin,
             capture_output=True,
@@ -135,10 +133,10 @@ class PrivatePostgres:
 
 SEED = """
 import random, sys
-from benchdb import setup_django
+from bench.benchdb import setup_django
 setup_django(sys.argv[1])
 from django.contrib.auth.models import Group, User
-from serve import PASSWORD, seed
+from bench.serve import PASSWORD, seed
 seed(solutions=int(sys.argv[2]), labelers=int(sys.argv[3]), rng=random.Random(7))
 researcher = User.objects.create_user("researcher", password=PASSWORD)
 researcher.groups.add(Group.objects.get(name="researcher"))
@@ -147,9 +145,9 @@ researcher.groups.add(Group.objects.get(name="researcher"))
 CHECK = """
 import json, sys
 from types import SimpleNamespace
-from benchdb import setup_django
+from bench.benchdb import setup_django
 setup_django(sys.argv[1])
-from serve import Expected, check_consistency
+from bench.serve import Expected, check_consistency
 sessions = {
     int(sid): Expected(
         ratings={(s, c): r for s, c, r in e["ratings"]},
