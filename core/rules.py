@@ -97,9 +97,17 @@ class Progress:
         return (last, alternatives)
 
     def active(self) -> Item | None:
-        """The item a rating key rates now: the one to rate next, else the last one shown."""
+        """The item a rating key rates now: the one to rate next, else the last one shown;
+        none once a -1 has ended the label with nothing left to rate. A key typed ahead past
+        that -1 must not overwrite it: changing it is a deliberate act (Backspace to it, or a
+        click on its buttons)."""
         current = self.current()
-        return current if current is not None else self.last_shown()
+        if current is not None:
+            return current
+        last = self.last_shown()
+        if last is not None and last == (self.error_step, 0):
+            return None
+        return last
 
     def outcome(self) -> str | None:
         """The finish reason that can be submitted now (found_error or solution), if any."""
@@ -197,7 +205,8 @@ def next_actions(progress: Progress) -> dict:
     (`open`, else `reason`), the item before it (`back`, where Backspace goes), and for each
     rating the item the keys go to once it is stored (`then`; for an item not reached yet, once
     it is reached and rated). `active` is the item a rating key rates now (`next`, else the last
-    one shown); `outcome` the finish reason that can be submitted now, else `submit_refusal`
+    one shown, `last`; none after a -1 that ended the label, and `active_reason` says why);
+    `outcome` the finish reason that can be submitted now, else `submit_refusal`
     says why not.
     """
     active = progress.active()
@@ -230,10 +239,19 @@ def next_actions(progress: Progress) -> dict:
                 entry["alternatives_open"] = step == error and progress.offered.get(step, 0) > 0
             items.append(entry)
     current = progress.current()
+    last = progress.last_shown()
     return {
         "ratings": list(RATINGS),
         "next": item_key(*current) if current else None,
         "active": item_key(*active) if active else None,
+        # Where Backspace goes when no item is active (after a -1 that ended the label).
+        "last": item_key(*last) if last else None,
+        "active_reason": None
+        if active
+        else f"Step {error + 1} is rated -1, so the label is ready to submit (Enter). To change "
+        "that -1, go back to it (Backspace) or click one of its ratings."
+        if error is not None
+        else "Nothing to rate.",
         "outcome": outcome,
         "submit_refusal": None
         if outcome

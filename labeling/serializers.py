@@ -192,7 +192,15 @@ class NextActionsSerializer(serializers.Serializer):
     )
     next = serializers.CharField(allow_null=True, help_text="The item to rate next, if any.")
     active = serializers.CharField(
-        allow_null=True, help_text="The item a rating key rates now: next, else the last shown."
+        allow_null=True,
+        help_text="The item a rating key rates now: next, else the last shown; null after a -1 "
+        "that ended the label (a key typed ahead must not overwrite it).",
+    )
+    last = serializers.CharField(
+        allow_null=True, help_text="The last item shown: where Backspace goes when none is active."
+    )
+    active_reason = serializers.CharField(
+        allow_null=True, help_text="Why no item is active, when none is."
     )
     outcome = serializers.ChoiceField(
         choices=[rules.FOUND_ERROR, rules.SOLUTION],

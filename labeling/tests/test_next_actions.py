@@ -93,6 +93,26 @@ def test_the_api_says_what_may_be_rated_next_in_every_state_of_a_label(api):
     assert all(item["open"] for item in actions["items"] if not item["completion"])
 
 
+def test_a_minus_one_that_ends_the_label_leaves_no_item_for_keys_typed_ahead(api):
+    served = api.post("/api/sessions/next/").json()["session"]
+    sid, actions = served["id"], served["state"]["next_actions"]
+    # Step 1 has no alternatives: a -1 there ends the label. The page, typing ahead, must know
+    # that no key rates anything after it (the -1 is not overwritten by the next key).
+    assert items(actions)["s0"]["then"]["-1"] is None
+    body = {"step": 0, "rating": -1}
+    actions = api.post(f"/api/sessions/{sid}/rate/", body, format="json").json()["state"]
+    actions = actions["next_actions"]
+    assert (actions["next"], actions["active"], actions["outcome"]) == (None, None, "found_error")
+    assert actions["last"] == "s0"
+    assert "Backspace" in actions["active_reason"]
+    # Changing it stays possible, deliberately: the step is open to a rating naming it.
+    assert items(actions)["s0"]["open"]
+    body = {"step": 0, "rating": 1}
+    actions = api.post(f"/api/sessions/{sid}/rate/", body, format="json").json()["state"]
+    assert actions["next_actions"]["active"] == "s1"
+    assert actions["next_actions"]["active_reason"] is None
+
+
 def page_actions(html: str) -> dict:
     found = re.search(r'<script id="next-actions" type="application/json">(.*?)</script>', html)
     assert found, "the steps carry no next actions"
@@ -134,9 +154,12 @@ def test_where_the_page_expects_the_keys_next_is_where_the_server_then_sends_the
     older, ahead = None, False
     for _ in range(80):
         open_items = [item for item in actions["items"] if item["open"]]
-        item = next(i for i in open_items if i["key"] == actions["active"])
-        if rng.random() < 0.3:
+        if actions["active"] is None or rng.random() < 0.3:
+            # No key is active after a -1 that ended the label: the labeler goes back to an
+            # item deliberately (Backspace, a click), as they may to any open one.
             item = rng.choice(open_items)
+        else:
+            item = next(i for i in open_items if i["key"] == actions["active"])
         rating = rng.choice([-1, 0, 1])
         workbench.rate_step(
             session_id=session.pk,

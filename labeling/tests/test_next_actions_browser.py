@@ -51,3 +51,25 @@ def test_a_key_does_not_rate_a_step_the_server_says_is_closed(
     page.wait_for_timeout(300)  # a request sent after all would be seen by now
     assert len(ratings_sent) == 1
     assert list(StepRating.objects.values_list("step__index", "rating")) == [(0, 1)]
+
+
+def test_a_key_typed_past_a_minus_one_does_not_overwrite_it(page, live_server, solution):
+    expect = pytest.importorskip("playwright.sync_api").expect
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    # A fast labeler: +1, then -1 on step 2 (which ends the label), then one more key typed
+    # before the page said "ready to submit". The -1 must stay.
+    page.keyboard.press("3")
+    page.keyboard.press("1")
+    page.keyboard.press("3")
+    expect(page.locator("#steps")).to_have_attribute("data-waiting", "0")
+    expect(page.locator("#rating-status")).to_contain_text("is rated -1")
+    page.wait_for_timeout(300)  # a third rating sent after all would be stored by now
+    stored = dict(StepRating.objects.values_list("step__index", "rating"))
+    assert stored == {0: 1, 1: -1}
+    expect(page.locator("#submit-session")).to_be_visible()
+    # Changing the -1 is deliberate: Backspace goes back to it, then a key rates it.
+    page.keyboard.press("Backspace")
+    page.keyboard.press("3")
+    expect(page.locator("#steps li[data-item='s1'] .rate")).to_have_attribute("data-rated", "1")
+    assert dict(StepRating.objects.values_list("step__index", "rating")) == {0: 1, 1: 1}

@@ -94,7 +94,9 @@
       } else if (key) {
         pending.set(key, entry.rating);
         flags.set(key, entry === inflight ? entry.flagged : flag(key));
-        at = item(key)?.then[String(entry.rating)] || at;
+        // null: after this rating no item is active (a -1 that ends the label).
+        const then = item(key)?.then[String(entry.rating)];
+        at = then === undefined ? at : then;
       }
     }
     return { at, pending, flags };
@@ -119,14 +121,15 @@
   // A press in its turn: the rating to send, or null (carried out here, or refused).
   function carryOut(entry) {
     if (entry.kind === "back") {
-      const back = item(aim())?.back;
+      // From nowhere (a -1 ended the label): back to the last item shown, that -1.
+      const back = aim() ? item(aim())?.back : actions()?.last;
       if (back) cursor = back;
       return null;
     }
     const itemKey = entry.item || aim();
     const target = item(itemKey);
     if (!target || !target.open) {
-      refuse(target ? target.reason : "Nothing to rate now.");
+      refuse(target ? target.reason : actions()?.active_reason || "Nothing to rate now.");
       return null;
     }
     const before = stored(itemKey);
