@@ -1,7 +1,7 @@
 """A solution's score from its step scores, by name: the one registry of aggregations.
 
 Torch-free, so that the web process offers these names on the training form
-(`trainer.params.AGGREGATIONS`) and the scorer (`trainer.prm`) computes them from the same
+(`trainer.params.AGGREGATIONS`) and the scorer (`trainer.ml.prm`) computes them from the same
 definition: a name cannot be offered without a way to compute it, nor the other way round.
 """
 

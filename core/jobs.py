@@ -56,6 +56,15 @@ class JobRefused(Conflict):
     """A cancel (or another move) the job's status does not allow."""
 
 
+class JobOrigin(models.TextChoices):
+    """Where a job was asked for: with `requested_by`, what the pages say under "Requested by"."""
+
+    PAGE = "page", "a page"
+    API = "api", "the API"
+    COMMAND = "command", "a command"
+    SCHEDULE = "schedule", "the schedule"
+
+
 class Job(models.Model):
     """The fields every background job has; a concrete job adds what it works on."""
 
@@ -68,6 +77,8 @@ class Job(models.Model):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Blank on jobs recorded before it was kept.
+    origin = models.CharField(max_length=16, choices=JobOrigin.choices, blank=True)
     log_tail = models.TextField(blank=True)
     error = models.TextField(blank=True)
     cancel_requested = models.BooleanField(default=False)
@@ -86,6 +97,15 @@ class Job(models.Model):
     @property
     def is_live(self) -> bool:
         return self.status in LIVE
+
+    @property
+    def requester(self) -> str:
+        """Who and where from, as the pages and the log say it: "ann (a page)", "a command"."""
+        where = self.get_origin_display() if self.origin else ""
+        if self.requested_by_id is None:
+            return where or "–"
+        name = self.requested_by.username
+        return f"{name} ({where})" if where else name
 
 
 def status_constraint(*, name: str) -> models.CheckConstraint:

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.conf import settings
 
 MAX_LENGTH = 1024
-# What a training run's checkpoint holds beside the backbone's files (trainer/prm.py writes
+# What a training run's checkpoint holds beside the backbone's files (trainer/ml/prm.py writes
 # it): such a directory is a model version, not a local model to record.
 PRM_SETTINGS_FILE = "prm.json"
 

@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
+from core.jobs import JobOrigin
 from core.nostore import no_store
 from core.permissions import (
     ADMIN,
@@ -276,6 +277,7 @@ class ImportJobViewSet(ReadOnlyModelViewSet):
             kind=body.validated_data["kind"],
             upload=upload,
             file_name=upload.name,
+            origin=JobOrigin.API,
         )
         return Response(s.ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 

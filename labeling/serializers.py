@@ -296,7 +296,16 @@ class ImportJobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ImportJob
-        fields = ["id", "kind", "status", "requested_by", "file_name", "size", "created_at"]
+        fields = [
+            "id",
+            "kind",
+            "status",
+            "requested_by",
+            "origin",
+            "file_name",
+            "size",
+            "created_at",
+        ]
         fields += ["started_at", "finished_at", "heartbeat_at", "cancel_requested", "result"]
         fields += ["error"]
         read_only_fields = fields

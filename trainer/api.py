@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
+from core.jobs import JobOrigin
 from core.permissions import IsResearcher
 from labeling.models import Generation
 from labeling.services import overlap
@@ -33,7 +34,9 @@ class TrainingRunViewSet(ReadOnlyModelViewSet):
     def create(self, request: Request) -> Response:
         body = s.TrainingRunRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = runs.request_training_run(user=request.user, params=body.validated_data["params"])
+        run = runs.request_training_run(
+            user=request.user, params=body.validated_data["params"], origin=JobOrigin.API
+        )
         return Response(s.TrainingRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.TrainingRunSerializer)

@@ -67,7 +67,11 @@ class CheckpointDirUnwritable(Conflict):
 
 
 def request_training_run(
-    *, user, params: dict[str, Any] | TrainingParams, enqueue: bool = True
+    *,
+    user,
+    params: dict[str, Any] | TrainingParams,
+    origin: str = jobs.JobOrigin.PAGE,
+    enqueue: bool = True,
 ) -> TrainingRun:
     """Record a queued run and hand it to a GPU worker once the row is committed.
 
@@ -89,9 +93,12 @@ def request_training_run(
                     "or cancel it first."
                 )
             run = TrainingRun.objects.create(
-                requested_by=user, params=params.to_dict(), celery_task_id=str(uuid.uuid4())
+                requested_by=user,
+                origin=origin,
+                params=params.to_dict(),
+                celery_task_id=str(uuid.uuid4()),
             )
-            _log_to_run(run.pk, f"Queued by {user.username if user else 'the schedule'}.")
+            _log_to_run(run.pk, f"Queued by {run.requester}.")
             if enqueue:
                 transaction.on_commit(partial(_queue, run_id=run.pk))
     except IntegrityError:
@@ -161,7 +168,9 @@ def maybe_start_scheduled_training() -> TrainingRun | None:
         return None
     # Retrain the way the last good model was trained, on the larger data.
     try:
-        return request_training_run(user=None, params=last.params if last else {})
+        return request_training_run(
+            user=None, params=last.params if last else {}, origin=jobs.JobOrigin.SCHEDULE
+        )
     except DomainError as exc:
         logger.warning("Scheduled training not started: %s", exc)
         return None
@@ -249,7 +258,7 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
         return run
 
     # Imported here to keep torch out of the web process, which never trains.
-    from trainer.train import TrainingCancelled
+    from trainer.ml.train import TrainingCancelled
 
     recorder = RunRecorder(run_id)
     recorder.lines.extend(run.log_tail.splitlines())
@@ -286,7 +295,7 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
 
 
 def _error_message(exc: Exception) -> str:
-    from trainer.prm import CheckpointNotWritten
+    from trainer.ml.prm import CheckpointNotWritten
 
     if isinstance(exc, DomainError | CheckpointNotWritten):
         return str(exc)
@@ -299,8 +308,8 @@ def _error_message(exc: Exception) -> str:
 
 
 def _train(run: TrainingRun, recorder: RunRecorder):
-    from trainer.distributed import InvalidProcessCount, process_count, train_in_process_group
-    from trainer.train import train_prm
+    from trainer.ml.distributed import InvalidProcessCount, process_count, train_in_process_group
+    from trainer.ml.train import train_prm
 
     params = TrainingParams.from_dict(run.params)
     model_dir = Path(settings.PRM_MODEL_DIR)
@@ -341,7 +350,7 @@ def _train(run: TrainingRun, recorder: RunRecorder):
     )
     start_from = _warm_start(params=params, base_model=base_model, recorder=recorder)
     if processes == 1:
-        from trainer.prm import PRM
+        from trainer.ml.prm import PRM
 
         train_on = partial(train_prm, prm=PRM.load(start_from) if start_from else None)
     else:
@@ -361,7 +370,7 @@ def _train(run: TrainingRun, recorder: RunRecorder):
 def _warm_start(*, params: TrainingParams, base_model: str | None, recorder) -> str | None:
     """The checkpoint a warm-started run trains on from: the active model version's, when
     it was trained on this run's base model; None for a fresh start."""
-    from trainer.prm import SETTINGS_FILE
+    from trainer.ml.prm import SETTINGS_FILE
 
     if not params.warm_start:
         return None

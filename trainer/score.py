@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from labeling.models import SOLUTION_WRITE_CHUNK, Solution
-from trainer.prm import PRM, Scored, configure_threads, solution_score
+from trainer.ml.prm import PRM, Scored, configure_threads, solution_score
 
 logger = logging.getLogger(__name__)
 

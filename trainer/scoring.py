@@ -36,7 +36,7 @@ from labeling.models import Solution
 from trainer.models import ModelVersion, ScoringChunk
 
 if TYPE_CHECKING:
-    from trainer.prm import PRM
+    from trainer.ml.prm import PRM
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ _loaded: dict[str, "PRM"] = {}
 
 def load_prm(model_version: ModelVersion) -> "PRM":
     """The version's model, kept loaded for the worker's next chunk (one model at a time)."""
-    from trainer.prm import PRM
+    from trainer.ml.prm import PRM
 
     path = model_version.checkpoint_path
     if path not in _loaded:

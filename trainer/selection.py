@@ -67,7 +67,7 @@ from trainer.strategies import (
 )
 
 if TYPE_CHECKING:
-    from trainer.prm import PRM
+    from trainer.ml.prm import PRM
 
 logger = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "id",
             "status",
             "requested_by",
+            "origin",
             "triggered_by",
             "params",
             "dataset_size",

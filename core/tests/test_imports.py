@@ -72,7 +72,7 @@ def test_the_check_sees_an_arrow_it_forbids(tmp_path):
     # The reader finds function-level and dotted imports: what the two tests above rely on.
     module = tmp_path / "m.py"
     module.write_text(
-        "def f():\n    from labeling.models import Solution\n    import trainer.prm\n"
+        "def f():\n    from labeling.models import Solution\n    import trainer.ml.prm\n"
     )
     assert {room_of(m) for m in imports_of(module)} == {"labeling", "trainer"}
 
@@ -85,3 +85,23 @@ def test_a_module_over_about_500_lines_says_why_at_its_top():
         if len(lines) > 550 and not any("500 lines" in line for line in lines[:15]):
             unexplained.append(f"{path.relative_to(ROOT)} ({len(lines)} lines)")
     assert not unexplained, "long modules with no reason at the top: " + ", ".join(unexplained)
+
+
+# The packages that pull in torch (a second and a gigabyte of memory at import).
+TORCH_SIDE = {"torch", "transformers", "peft", "safetensors", "accelerate"}
+# Besides trainer/ml/: generators/ sits on floor 1, below trainer, so it cannot import
+# trainer.ml; its local backend (a causal LM that generates) and its GGUF conversion load models
+# with transformers themselves, inside the functions that run them.
+TORCH_SIDE_ELSEWHERE = {Path("generators/local.py"), Path("generators/local_models.py")}
+
+
+def test_only_trainer_ml_imports_torch():
+    wrong = []
+    for _room, path in modules():
+        relative = path.relative_to(ROOT)
+        if relative.parts[:2] == ("trainer", "ml") or relative in TORCH_SIDE_ELSEWHERE:
+            continue
+        for module in imports_of(path):
+            if module.split(".", 1)[0] in TORCH_SIDE:
+                wrong.append(f"{relative} imports {module}")
+    assert not wrong, "torch-side imports outside trainer/ml/:\n" + "\n".join(sorted(wrong))

@@ -105,7 +105,14 @@ def check_upload(*, path: Path, kind: str, name: str) -> int:
     return lines
 
 
-def create_import_job(*, user, kind: str, upload: IO[bytes], file_name: str) -> ImportJob:
+def create_import_job(
+    *,
+    user,
+    kind: str,
+    upload: IO[bytes],
+    file_name: str,
+    origin: str = jobs.JobOrigin.PAGE,
+) -> ImportJob:
     """Store and check an upload, then queue its import; refused uploads leave nothing."""
     fail_stale_import_jobs(older_than=jobs.stale_cutoff())
     if kind not in IMPORTERS:
@@ -119,7 +126,12 @@ def create_import_job(*, user, kind: str, upload: IO[bytes], file_name: str) -> 
     try:
         check_upload(path=path, kind=kind, name=name)
         job = ImportJob.objects.create(
-            kind=kind, file_name=name, stored_path=str(path), size=size, requested_by=user
+            kind=kind,
+            file_name=name,
+            stored_path=str(path),
+            size=size,
+            requested_by=user,
+            origin=origin,
         )
     except BaseException:
         path.unlink(missing_ok=True)

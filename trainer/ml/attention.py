@@ -1,6 +1,6 @@
 """Varlen attention for packed rows: several examples in one row, each attending to itself only.
 
-`trainer.prm.pack` lays a micro-batch out as one padding-free row whose position ids restart at
+`trainer.ml.prm.pack` lays a micro-batch out as one padding-free row whose position ids restart at
 every example. flash-attention reads the examples' boundaries from those restarts, but it is a
 separate package that must be built against the machine's CUDA; sdpa needs a block-diagonal
 mask of the whole row, which is O(row²) memory and takes sdpa off its fused causal kernels, so a

@@ -7,13 +7,13 @@ padding-free row (position ids restart per example, a block-diagonal mask keeps 
 apart); on CPU it is a padded fp32 batch.
 
 Examples may carry soft targets (rollout labels' soft estimate) and a weight (rollout examples
-beside human ones): then the loss is `trainer.prm.soft_loss`, a weighted mean cross-entropy
+beside human ones): then the loss is `trainer.ml.prm.soft_loss`, a weighted mean cross-entropy
 against each step's target distribution. Hard examples of weight 1 alone take the plain mean
 cross-entropy, exactly as before those existed.
 
 The loop reads no database: it trains on the examples it is given and scores the best-of-N
 problems it is given (`trainer.dataset` builds both), so it runs the same in a worker, a
-bench, the simulation or a rank of a process group (`trainer.distributed`).
+bench, the simulation or a rank of a process group (`trainer.ml.distributed`).
 
 In a process group every rank holds all the examples and takes its share of each global
 micro-batch (`params.batch_size` examples across all ranks). Each rank's loss is scaled by its
@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from trainer import metrics as m
-from trainer.params import TrainingParams
-from trainer.prm import (
+from trainer.ml.prm import (
     IGNORE,
     NOT_SOFT,
     PRM,
@@ -50,6 +49,7 @@ from trainer.prm import (
     pad,
     solution_score,
 )
+from trainer.params import TrainingParams
 
 if TYPE_CHECKING:
     # Types only: trainer.dataset reads the ORM, and the loop must not need Django.
@@ -95,7 +95,7 @@ def train_prm(
     PRM to start from (`build_prm`), for the ranks of a process group, which must all start
     from the same one, or a checkpoint to train on from (a warm start); without it the loop
     builds it. In a process group (started by
-    `trainer.distributed`) every rank calls this with the same arguments; rank 0's result
+    `trainer.ml.distributed`) every rank calls this with the same arguments; rank 0's result
     holds the metrics.
     """
     from accelerate import Accelerator

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
+from core.jobs import JobOrigin
 from core.permissions import IsResearcher
 from trainer.models import SamplingRun
 from trainer.sampling import serializers as s
@@ -35,7 +36,9 @@ class SamplingRunViewSet(ReadOnlyModelViewSet):
     def create(self, request: Request) -> Response:
         body = s.SamplingRunRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = sampling.request_sampling_run(user=request.user, **body.validated_data)
+        run = sampling.request_sampling_run(
+            user=request.user, origin=JobOrigin.API, **body.validated_data
+        )
         return Response(s.SamplingRunSerializer(run).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses=s.SamplingRunSerializer)

@@ -38,6 +38,7 @@ class SamplingRunSerializer(serializers.ModelSerializer):
             "purpose",
             "status",
             "requested_by",
+            "origin",
             "generator",
             "sampling",
             "samples",

@@ -126,6 +126,7 @@ def request_sampling_run(
     problem_ids: list[int] | None = None,
     solution_ids: list[int] | None = None,
     then_select: "selection.SelectionParams | dict | None" = None,
+    origin: str = jobs.JobOrigin.PAGE,
     enqueue: bool = True,
 ) -> SamplingRun:
     """Record a queued run with one item per problem (or solution), and hand it to a worker
@@ -171,6 +172,7 @@ def request_sampling_run(
         run = SamplingRun.objects.create(
             purpose=purpose,
             requested_by=user,
+            origin=origin,
             generator=generator.to_dict(),
             sampling=settings.to_dict(),
             samples=samples,
@@ -184,8 +186,7 @@ def request_sampling_run(
             ],
             batch_size=1000,
         )
-        who = user.username if user else "a command"
-        _log_to_run(run.pk, f"Queued by {who}: {len(ids)} items, {samples} samples each.")
+        _log_to_run(run.pk, f"Queued by {run.requester}: {len(ids)} items, {samples} samples each.")
         if enqueue:
             # A key the researcher gave for their own server travels in the task's message
             # only: never in the run's row, never in a log.

@@ -20,10 +20,10 @@ from pathlib import Path
 from trainer import evaluate
 from trainer import metrics as m
 from trainer.dataset import Example
+from trainer.ml.prm import PRM, solution_score
+from trainer.ml.train import train_prm
 from trainer.params import TrainingParams
-from trainer.prm import PRM, solution_score
 from trainer.simulation.domain import Generator, Sample, make_problems
-from trainer.train import train_prm
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,12 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Count
 
+from core.jobs import JobOrigin
 from labeling.models import Generation, LabelingSession, SelectionReason, Solution
 from trainer import model_versions, runs, selection, strategies
+from trainer.ml.prm import PRM, solution_score
 from trainer.models import ModelVersion, TrainingRun
 from trainer.params import TrainingParams
-from trainer.prm import PRM, solution_score
 from trainer.simulation import evaluation, pool
 from trainer.simulation.domain import Generator
 from trainer.simulation.labelers import label_generation, make_labelers
@@ -200,7 +201,9 @@ def retrain(*, researcher, config: SimulationConfig) -> ModelVersion:
         "eval_fraction": config.eval_fraction,
         "warm_start": config.warm_start,
     }
-    run = runs.request_training_run(user=researcher, params=params, enqueue=False)
+    run = runs.request_training_run(
+        user=researcher, params=params, origin=JobOrigin.COMMAND, enqueue=False
+    )
     run = runs.execute_training_run(run_id=run.pk, worker_hostname="manage.py simulate")
     if run.status != TrainingRun.Status.SUCCEEDED:
         raise SimulationRefused(f"Training run {run.pk} {run.status}: {run.error}")

@@ -11,8 +11,8 @@ import pytest
 from labeling.models import Problem, Solution
 from trainer.base_models import BaseModelRefused, refusal, resolve_base_model
 from trainer.forms import TrainingRunForm
+from trainer.ml.prm import PRM
 from trainer.models import ModelVersion, TrainingRun
-from trainer.prm import PRM
 from trainer.score import score_and_store
 
 ROOT = Path(__file__).resolve().parents[2]

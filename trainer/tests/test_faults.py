@@ -21,8 +21,8 @@ from conftest import create_user, wait_for
 from labeling.models import LabelingSession, Problem, Solution, StepRating, solution_digest
 from labeling.services.workbench import LEASE
 from trainer import runs
+from trainer.ml.prm import PRM, PRMSettings
 from trainer.models import ModelVersion, ScoringChunk, TrainingRun
-from trainer.prm import PRM, PRMSettings
 from trainer.tests.labels import label_demo_solutions
 
 # --- a worker killed while it scores the pool -------------------------------------------------

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from labeling.models import Problem, Solution
+from trainer.ml.prm import PRM, PRMSettings
 from trainer.models import ModelVersion
-from trainer.prm import PRM, PRMSettings
 from trainer.score import score_and_store
 
 pytestmark = pytest.mark.django_db

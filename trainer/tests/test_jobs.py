@@ -332,3 +332,28 @@ def test_chunks_stored_as_pending_and_done_are_queued_and_succeeded_after_the_mi
     ]
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db
+def test_a_run_says_who_asked_for_it_and_from_where(client, researcher, settings):
+    from django.core.management import CommandError, call_command
+    from django.urls import reverse
+
+    # Started from the command line (no labels: it fails at once, but it is recorded).
+    with pytest.raises(CommandError):
+        call_command("train_prm")
+    by_command = TrainingRun.objects.get()
+    assert (by_command.origin, by_command.requester) == ("command", "a command")
+    assert "Queued by a command." in by_command.log_tail
+    page = client.get(reverse("run-detail", args=[by_command.pk])).content.decode()
+    assert "a command" in page and "the schedule" not in page
+    assert "a command" in client.get(reverse("run-list")).content.decode()
+    # Started by the schedule: a finished run with a snapshot and enough new labels after it.
+    TrainingRun.objects.all().delete()
+    settings.PRM_RETRAIN_MIN_NEW_LABELS = 0
+    with mock.patch.object(runs, "_queue"):
+        by_schedule = runs.maybe_start_scheduled_training()
+    assert by_schedule.requester == "the schedule"
+    # A person, from a page or the API.
+    by_schedule.origin, by_schedule.requested_by = jobs.JobOrigin.API, researcher
+    assert by_schedule.requester == f"{researcher.username} (the API)"

@@ -11,9 +11,9 @@ from labeling.agreement import labels_of
 from labeling.models import LabelingSession, Problem, Solution
 from trainer import inspection
 from trainer.dataset import Example, build_training_examples, snapshot_hash, split_by_problem
+from trainer.ml.prm import CLASSES, soft_loss
 from trainer.models import RolloutLabel, SamplingRun
 from trainer.params import InvalidParams, TrainingParams
-from trainer.prm import CLASSES, soft_loss
 from trainer.sampling import label_sources
 from trainer.tests.test_inspection import rate
 
@@ -204,7 +204,7 @@ def test_the_inspect_page_shows_human_and_rollout_labels_side_by_side(client, re
 
 
 def test_a_training_run_on_rollout_labels_trains(case, tmp_path):
-    from trainer.train import train_prm
+    from trainer.ml.train import train_prm
 
     for estimate in ("hard", "soft"):
         params = TrainingParams.from_dict(

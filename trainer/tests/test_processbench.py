@@ -7,8 +7,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from trainer import processbench
+from trainer.ml.prm import PRM
 from trainer.models import ModelVersion
-from trainer.prm import PRM
 
 ITEMS = [
     {"problem": "A", "steps": ["a1", "a2", "a3"], "label": 1},

@@ -22,8 +22,8 @@ from labeling.models import Generation, Problem, Solution
 from labeling.tests.interleave import Meeting, require_postgresql, run_in_threads
 from labeling.tokens import create_api_token
 from trainer import model_versions, pipeline, runs, selection
+from trainer.ml.prm import PRM
 from trainer.models import ModelVersion, SamplingRun, TrainingRun
-from trainer.prm import PRM
 from trainer.sampling import services as sampling
 from trainer.tests.labels import label_demo_solutions
 

@@ -371,7 +371,7 @@ def test_parameters_stored_before_the_renames_are_migrated_and_load():
 
 
 def weights(path) -> dict:
-    from trainer.prm import PRM
+    from trainer.ml.prm import PRM
 
     return PRM.load(path).module.state_dict()
 

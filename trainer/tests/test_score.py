@@ -3,8 +3,8 @@
 import pytest
 
 from labeling.models import Problem, Solution
+from trainer.ml.prm import PRM, PRMSettings, solution_score
 from trainer.models import ModelVersion
-from trainer.prm import PRM, PRMSettings, solution_score
 from trainer.score import score_and_store
 
 pytestmark = pytest.mark.django_db

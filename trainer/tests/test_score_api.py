@@ -6,8 +6,8 @@ from rest_framework.test import APIClient
 
 from labeling.models import Problem, Solution
 from trainer import scoring_service
+from trainer.ml.prm import PRM, PRMSettings, solution_score
 from trainer.models import ModelVersion
-from trainer.prm import PRM, PRMSettings, solution_score
 from trainer.score import score_and_store
 
 pytestmark = pytest.mark.django_db

@@ -17,8 +17,8 @@ from annotate.celery import app
 from conftest import wait_for
 from labeling.models import Problem, Solution, solution_digest
 from trainer import pipeline, scoring, selection, tasks
+from trainer.ml.prm import PRM, PRMSettings
 from trainer.models import ModelVersion, ScoringChunk
-from trainer.prm import PRM, PRMSettings
 from trainer.selection import choose, shortlist
 from trainer.strategies import SHORTLISTS, STRATEGIES, Candidate, in_order
 

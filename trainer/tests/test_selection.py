@@ -342,7 +342,7 @@ def test_nothing_to_select_is_refused_without_a_generation(version):
 
 
 def test_solutions_this_version_has_not_scored_are_scored_first(version):
-    from trainer.prm import PRM, PRMSettings
+    from trainer.ml.prm import PRM, PRMSettings
 
     pool = make_pool(version, problems=2, wrong=2, right=1)
     old = ModelVersion.objects.create(name="old", checkpoint_path="/old")

@@ -116,7 +116,7 @@ def test_a_real_worker_trains_promotes_and_scores(
     version = ModelVersion.objects.get(training_run=run)
     assert version.is_active
     assert Path(version.checkpoint_path).parent == tmp_path / "models"
-    from trainer.prm import PRM
+    from trainer.ml.prm import PRM
 
     PRM.load(version.checkpoint_path)  # the checkpoint is complete and loads
 

@@ -9,10 +9,10 @@ import pytest
 
 from trainer import metrics
 from trainer.dataset import Example, best_of_n_problems, build_examples, split_by_problem
+from trainer.ml.prm import PRM
+from trainer.ml.train import TrainingCancelled, train_prm
 from trainer.params import InvalidParams, TrainingParams
-from trainer.prm import PRM
 from trainer.tests.labels import label_demo_solutions
-from trainer.train import TrainingCancelled, train_prm
 
 WORDS = ["we", "add", "the", "numbers", "then", "multiply", "both", "sides", "by", "two"]
 MARKERS = {1: "correct", 0: "maybe", -1: "mistake"}

@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
 
     def handle(self, *args, **options):
-        from trainer.prm import PRM
+        from trainer.ml.prm import PRM
 
         try:
             items = processbench.read_items(path=options["file"])

@@ -4,6 +4,7 @@ import socket
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
+from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
 from generators import GeneratorChoice, GeneratorSpec, SamplingSettings
 from trainer.models import SamplingRun
@@ -92,6 +93,7 @@ class Command(BaseCommand):
         purpose = SamplingRun.Purpose.ROLLOUTS if solution_ids else SamplingRun.Purpose.SOLUTIONS
         return sampling.request_sampling_run(
             user=None,
+            origin=JobOrigin.COMMAND,
             purpose=purpose,
             generator=spec,
             settings=settings,

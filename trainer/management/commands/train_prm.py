@@ -3,6 +3,7 @@ import socket
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
+from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
 from trainer import runs
 from trainer.params import TrainingParams
@@ -29,7 +30,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         try:
             params = TrainingParams.requested(given_options(TrainingParams, options))
-            run = runs.request_training_run(user=None, params=params, enqueue=False)
+            run = runs.request_training_run(
+                user=None, params=params, origin=JobOrigin.COMMAND, enqueue=False
+            )
         except DomainError as exc:
             raise CommandError(str(exc)) from None
         self.stderr.write(f"training run {run.pk} started (Ctrl-C cancels it)")
