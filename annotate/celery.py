@@ -3,7 +3,7 @@ import os
 from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "annotate.settings")
-# Models load from local directories only (trainer/base_models.py): with the hub offline,
+# Models load from local directories only (trainer/training/base_models.py): with the hub offline,
 # a name that slipped through could still never be downloaded. Set here, before anything
 # imports transformers or huggingface_hub (which read them once, at import): every Django
 # process, a worker included, imports the `annotate` package, and so this module, first.

@@ -407,7 +407,7 @@ for _network in GENERATOR_ALLOWED_NETWORKS:
         ) from None
 # --- end of the outbound block ------------------------------------------------------------------
 
-# Active learning (trainer/selection.py, queued by trainer/pipeline.py): how the next
+# Active learning (trainer/selection/services.py, queued by trainer/pipeline.py): how the next
 # generation of solutions is chosen.
 # Strategy: convincing_wrong_answer (the paper's), uniform (random baseline) or uncertainty.
 SELECTION_STRATEGY = os.environ.get("SELECTION_STRATEGY", "convincing_wrong_answer")

@@ -11,7 +11,8 @@ it reports held-out step AUROC and best-of-N accuracy of the PRM against an outc
 model trained on final-answer correctness with the same number of labels and against
 majority voting, and the data efficiency of active learning against uniform selection
 (`loop.mean_efficiency`, averaged over AUROC levels, and the one-point figure at uniform's
-final AUROC). Then the same figures as mean ± sd over the seeds (`trainer.simulation.seeds`):
+final AUROC). Then the same figures as mean ± sd over the seeds
+(`trainer.evaluation.simulation.seeds`):
 one seed's efficiency is one draw, and draws of it have ranged from 1.2x to 2.5x. Writes the
 per-seed and aggregate results as JSON and the mean curves with a ±1 sd band as PNG (`--out`,
 default `var/bench/active_learning.json` and `.png`).
@@ -106,7 +107,7 @@ def main() -> int:
     if BASELINE not in strategies:
         parser.error(f"--strategies must include {BASELINE}, the baseline of the comparison")
     try:
-        # Django is not set up yet, so not trainer.simulation.seeds.parse_seeds.
+        # Django is not set up yet, so not trainer.evaluation.simulation.seeds.parse_seeds.
         seed_list = tuple(dict.fromkeys(int(s) for s in args.seeds.split(",") if s.strip()))
     except ValueError:
         seed_list = ()
@@ -119,7 +120,7 @@ def main() -> int:
         from django.conf import settings
         from django.core.management import call_command
 
-        from trainer.simulation import loop, seeds
+        from trainer.evaluation.simulation import loop, seeds
 
         settings.PRM_MODEL_DIR = str(tmpdir / "models")
         call_command("migrate", verbosity=0, interactive=False)
@@ -170,7 +171,7 @@ def main() -> int:
 
 def print_seed(results: dict, seed_payload: dict, strategies) -> None:
     """One seed's table, its final best-of-N comparison and its data efficiency."""
-    from trainer.simulation import loop
+    from trainer.evaluation.simulation import loop
 
     budget = results[BASELINE].generations[-1]["labels"]
     print(loop.table(results))

@@ -86,7 +86,7 @@ def shaped_module(shape: str, *, vocab_size: int):
     built-in tokenizer's vocabulary: the speed of a real backbone without its download."""
     from transformers import AutoModel
 
-    from trainer.ml.prm import PRMModule
+    from trainer.training.ml.prm import PRMModule
 
     config = backbone_config(shape, vocab_size=vocab_size, attn_implementation="sdpa")
     return PRMModule(AutoModel.from_config(config), config.hidden_size)
@@ -96,9 +96,9 @@ def run(args, tmpdir: Path) -> bool:
     from django.core.management import call_command
 
     from labeling.models import Problem, Solution
-    from trainer.ml.prm import PRM
     from trainer.models import ModelVersion
-    from trainer.score import score_and_store
+    from trainer.scoring.store import score_and_store
+    from trainer.training.ml.prm import PRM
 
     call_command("migrate", verbosity=0, interactive=False)
     ids = store_solutions(args.solutions)

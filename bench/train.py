@@ -10,7 +10,8 @@ Both sides train the tiny built-in PRM backbone on the same N x B synthetic labe
 epoch of N optimizer steps at batch size B, on CPU in fp32, with the same schedule (AdamW,
 lr 3e-4, 10% warmup, cosine, clipping at 1.0, weight decay 0.01):
 
-- ours: `trainer.ml.train.train_prm`, which builds the tokenizer (byte-level BPE trained on the
+- ours: `trainer.training.ml.train.train_prm`, which builds the tokenizer (byte-level BPE trained
+on the
   examples) and the backbone (seeded) itself;
 - TRL: `PRMTrainer` with an `AutoModelForTokenClassification` (2 labels) whose backbone is
   the same config and the same initial weights, the same tokenizer, the prompt given as
@@ -69,8 +70,8 @@ class Timing:
 
 
 def setup_django() -> None:
-    # The examples are trainer.dataset's, beside the ORM queries that build them, so Django is
-    # set up; the bench never touches a database, so an in-memory one will do.
+    # The examples are trainer.training.dataset's, beside the ORM queries that build them, so
+    # Django is set up; the bench never touches a database, so an in-memory one will do.
     os.environ["DATABASE_URL"] = "sqlite://:memory:"
     os.environ["DEBUG"] = "false"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "annotate.settings")
@@ -80,7 +81,7 @@ def setup_django() -> None:
 
 
 def synthetic(count: int, seed: int) -> list:
-    from trainer.dataset import Example
+    from trainer.training.dataset import Example
 
     rng = random.Random(seed)
 
@@ -109,8 +110,8 @@ def synthetic(count: int, seed: int) -> list:
 
 
 def run_ours(train: list, held_out: list, *, batch_size: int, out_dir: Path) -> Timing:
-    import trainer.ml.train as loop
-    from trainer.params import TrainingParams
+    import trainer.training.ml.train as loop
+    from trainer.training.params import TrainingParams
 
     tokens = 0
     padded = loop._padded
@@ -148,7 +149,7 @@ def run_ours(train: list, held_out: list, *, batch_size: int, out_dir: Path) -> 
 
 
 def _ids_and_targets(row: dict) -> tuple[list[int], list[int]]:
-    from trainer.ml.prm import IGNORE
+    from trainer.training.ml.prm import IGNORE
 
     return row["input_ids"], [i for i, label in enumerate(row["labels"]) if label != IGNORE]
 
@@ -161,8 +162,8 @@ class TRLSide:
         from transformers import AutoModelForTokenClassification
         from trl.experimental.prm import PRMTrainer
 
-        from trainer.ml.prm import PRM, STEP_TAG
-        from trainer.ml.train import tokenizer_corpus
+        from trainer.training.ml.prm import PRM, STEP_TAG
+        from trainer.training.ml.train import tokenizer_corpus
 
         prm = PRM.build(base_model=None, corpus=tokenizer_corpus(train + held_out), seed=SEED)
         self.tokenizer = prm.tokenizer
@@ -299,7 +300,7 @@ def main() -> int:
         return 2
     from transformers import AutoTokenizer
 
-    from trainer.ml.prm import configure_threads
+    from trainer.training.ml.prm import configure_threads
 
     datasets.disable_progress_bars()
     transformers.logging.set_verbosity_error()
@@ -352,7 +353,7 @@ def main() -> int:
     )
     print(f"TRL optimizer: {trl_side.optimizer}; ours: torch.optim.AdamW (defaults)")
     for name, rate, runs in (
-        ("ours (trainer.ml.train.train_prm)", ours_rate, ours),
+        ("ours (trainer.training.ml.train.train_prm)", ours_rate, ours),
         (f"TRL {trl.__version__} PRMTrainer", trl_rate, theirs),
     ):
         print(f"{name + ':':<32}{rate:>8,.0f} tokens/s (median of {len(runs)})")

@@ -3,17 +3,18 @@
     python bench/train_gpu.py [--shape qwen-0.5b] [--tokens-per-step 16384] [--steps 20]
                               [--attn sdpa] [--gradient-checkpointing]
 
-Builds a PRM (`trainer.ml.prm.PRMModule`: a backbone and the 3-class head) on a backbone of a
-named shape (`bench/shapes.py`: Qwen2.5-0.5B, Llama-3.2-1B, Qwen2.5-1.5B; random weights) and
-times optimizer steps (AdamW, bf16 autocast over fp32 weights on CUDA, as `trainer.ml.train`
-trains) on synthetic solutions shaped like PRM800K's (a problem of 40-160 tokens, 3-12 steps of
-15-60 tokens, a step tag after each, labels at the tags). The same examples go through two
-layouts of a micro-batch:
+Builds a PRM (`trainer.training.ml.prm.PRMModule`: a backbone and the 3-class head) on a backbone
+of a named shape (`bench/shapes.py`: Qwen2.5-0.5B, Llama-3.2-1B, Qwen2.5-1.5B; random weights) and
+times optimizer steps (AdamW, bf16 autocast over fp32 weights on CUDA, as
+`trainer.training.ml.train` trains) on synthetic solutions shaped like PRM800K's (a problem of
+40-160 tokens, 3-12 steps of 15-60 tokens, a step tag after each, labels at the tags). The same
+examples go through two layouts of a micro-batch:
 
-- packed: the examples of a step as one row with no padding (`trainer.ml.prm.pack`: position ids
-  restart per example; `--attn stepwise_varlen`, the default, finds the boundaries from them,
-  `trainer.ml.attention`; `--attn sdpa` gets a block-diagonal mask of the whole row instead);
-- padded: the same examples right-padded to the longest (`trainer.ml.prm.pad`).
+- packed: the examples of a step as one row with no padding (`trainer.training.ml.prm.pack`:
+  position ids restart per example; `--attn stepwise_varlen`, the default, finds the boundaries
+  from them, `trainer.training.ml.attention`; `--attn sdpa` gets a block-diagonal mask of the whole
+  row instead);
+- padded: the same examples right-padded to the longest (`trainer.training.ml.prm.pad`).
 
 Prints tokens/s (real tokens only), step time, peak device memory and model FLOPs utilisation
 (`bench/shapes.py` `training_flops` over the device's dense bf16 peak, or `--peak-tflops`),
@@ -34,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from shapes import SHAPES, backbone_config, matmul_parameters, peak_tflops, training_flops  # noqa: E402
 
-from trainer.ml.attention import VARLEN, register  # noqa: E402
+from trainer.training.ml.attention import VARLEN, register  # noqa: E402
 
 TARGET_MFU = 0.40
 WARMUP_STEPS = 3
@@ -42,7 +43,7 @@ WARMUP_STEPS = 3
 
 def synthetic_examples(*, count: int, vocab: int, step_tag: int, seed: int) -> list:
     """(input_ids, labels) of PRM800K-shaped solutions; labels are class indices at step tags."""
-    from trainer.ml.prm import IGNORE
+    from trainer.training.ml.prm import IGNORE
 
     rng = random.Random(seed)
     examples = []
@@ -73,7 +74,7 @@ def micro_batches(examples: list, tokens_per_step: int) -> list[list]:
 def inputs_for(batch: list, *, layout: str, attn: str, device, dtype) -> dict:
     import torch
 
-    from trainer.ml.prm import IGNORE, pack, pad
+    from trainer.training.ml.prm import IGNORE, pack, pad
 
     if layout == "packed":
         input_ids, position_ids, mask = pack(
@@ -93,7 +94,7 @@ def measure(args, layout: str) -> dict:
     import torch
     from transformers import AutoModel
 
-    from trainer.ml.prm import PRMModule, configure_threads
+    from trainer.training.ml.prm import PRMModule, configure_threads
 
     configure_threads()
     torch.manual_seed(args.seed)

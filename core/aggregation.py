@@ -1,8 +1,9 @@
 """A solution's score from its step scores, by name: the one registry of aggregations.
 
 Torch-free, so that the web process offers these names on the training form
-(`trainer.params.AGGREGATIONS`) and the scorer (`trainer.ml.prm`) computes them from the same
-definition: a name cannot be offered without a way to compute it, nor the other way round.
+(`trainer.training.params.AGGREGATIONS`) and the scorer (`trainer.training.ml.prm`) computes them
+from the same definition: a name cannot be offered without a way to compute it, nor the other way
+round.
 """
 
 import math

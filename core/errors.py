@@ -59,7 +59,7 @@ def http_status(exc: DomainError) -> int:
 
 
 # The shells' imports stay inside them: services (and the torch side, through
-# trainer.params) import the kinds above without Django being configured.
+# trainer.training.params) import the kinds above without Django being configured.
 
 
 def api_exception_handler(exc: Exception, context: dict) -> "Response | None":

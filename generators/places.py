@@ -1,7 +1,7 @@
 """Where a local model may lie: inside PRM_MODEL_DIR, judged by the text of its path alone.
 
 The registry (`generators.local_models`) records only places this rule allows, and a training
-run's backbone (`trainer.base_models`) is held to the same rule, with its own refusal.
+run's backbone (`trainer.training.base_models`) is held to the same rule, with its own refusal.
 """
 
 import os
@@ -10,8 +10,8 @@ from pathlib import Path
 from django.conf import settings
 
 MAX_LENGTH = 1024
-# What a training run's checkpoint holds beside the backbone's files (trainer/ml/prm.py writes
-# it): such a directory is a model version, not a local model to record.
+# What a training run's checkpoint holds beside the backbone's files (trainer/training/ml/prm.py
+# writes it): such a directory is a model version, not a local model to record.
 PRM_SETTINGS_FILE = "prm.json"
 
 

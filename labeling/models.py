@@ -106,7 +106,7 @@ class Generation(models.Model):
 
 
 class SelectionReason(models.TextChoices):
-    """Why active learning put a solution into its generation (trainer/selection.py)."""
+    """Why active learning put a solution into its generation (trainer/selection/services.py)."""
 
     WRONG_ANSWER_CONVINCING = "wrong_answer_convincing", "Convincing wrong answer"
     CONVINCING = "convincing", "Convincing"

@@ -3,7 +3,7 @@
 from django.contrib import admin, messages
 
 from core.errors import DomainError
-from trainer import model_versions, runs, selectors
+from trainer import selectors
 from trainer.models import (
     ModelVersion,
     RolloutLabel,
@@ -12,6 +12,7 @@ from trainer.models import (
     TrainingRun,
 )
 from trainer.sampling import services as sampling
+from trainer.training import model_versions, runs
 
 
 @admin.register(TrainingRun)
@@ -20,7 +21,7 @@ class TrainingRunAdmin(admin.ModelAdmin):
     list_filter = ["status"]
     date_hierarchy = "created_at"
     actions = ["cancel_runs"]
-    # A run is a record of what happened; only trainer.runs changes it.
+    # A run is a record of what happened; only trainer.training.runs changes it.
     readonly_fields = [field.name for field in TrainingRun._meta.fields]
 
     def has_add_permission(self, request) -> bool:
@@ -86,7 +87,7 @@ class ScoringChunkAdmin(admin.ModelAdmin):
     list_display = ["id", "model_version", "first_solution_id", "last_solution_id", "status"]
     list_display += ["solutions", "scored", "attempts", "worker_hostname", "finished_at"]
     list_filter = ["status", "model_version"]
-    # A record of the scoring; only trainer.scoring changes it.
+    # A record of the scoring; only trainer.scoring.chunks changes it.
     readonly_fields = [field.name for field in ScoringChunk._meta.fields]
 
     def has_add_permission(self, request) -> bool:

@@ -7,8 +7,8 @@ from django.utils.html import format_html, format_html_join
 from core.params import form_fields, names, params_from_form
 from generators.models import LocalModel
 from labeling.services.overlap import OverlapParams
-from trainer.params import TrainingParams
-from trainer.selection import SelectionParams
+from trainer.selection.services import SelectionParams
+from trainer.training.params import TrainingParams
 
 
 class SuggestingInput(forms.TextInput):

@@ -213,7 +213,7 @@ class ScoringChunk(Job):
     The scoring of a pool is the sum of its chunks: any number of workers claim chunks (a
     locked row skipped by the others), each chunk's scores and its done mark are committed
     together, and a chunk whose worker died (its heartbeat went stale) is claimed again.
-    Ranges of one version never overlap (`trainer.scoring.plan_scoring` plans them under a
+    Ranges of one version never overlap (`trainer.scoring.chunks.plan_scoring` plans them under a
     lock on the version); scoring a range writes only what lacks the version's scores, so a
     chunk is idempotent. A job (`core.jobs`) that is queued again when its worker dies;
     `started_at` is its latest claim, and nobody requests it (the scoring does).

@@ -4,9 +4,9 @@ A training run that records a model version which becomes active is followed by 
 every solution with it (`queue_scoring`) and then, as SELECTION_AFTER_RETRAIN says, by the
 selection of the next generation (`select_after_retrain`), queued behind the scoring on the
 `gpu` queue. Activating a version by hand rescores too. A scoring fans out: its task plans the
-version's chunks (`trainer.scoring`) and queues one chunk task per chunk, which any gpu worker
-takes. What a killed worker left is queued again (`requeue_unfinished_scoring`) when a worker
-starts and from the periodic task.
+version's chunks (`trainer.scoring.chunks`) and queues one chunk task per chunk, which any gpu
+worker takes. What a killed worker left is queued again (`requeue_unfinished_scoring`) when a
+worker starts and from the periodic task.
 
 Tasks are queued by name (`core.queueing.queue_task`): `trainer.tasks` imports this module,
 so this module never imports `trainer.tasks` back.
@@ -24,8 +24,9 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from core.errors import Conflict, Unavailable
 from core.queueing import queue_task
-from trainer import scoring, selection
 from trainer.models import ModelVersion, TrainingRun
+from trainer.scoring import chunks as scoring
+from trainer.selection import services as selection
 from trainer.selectors import active_model_version
 
 logger = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ def score_with_model_version(
     if solution_ids is None:
         return scoring.score_in_process(model_version=version)
     # Imported here to keep torch out of the web process, which never scores.
-    from trainer.score import score_and_store
+    from trainer.scoring.store import score_and_store
 
     return score_and_store(
         prm=scoring.load_prm(version), solution_ids=solution_ids, model_version_id=version.pk

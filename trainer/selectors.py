@@ -1,6 +1,6 @@
 """Reads for the researcher pages and the retrain schedule: training runs, model versions, the
 active version and scoring progress. The inspection pages read from `trainer/inspection.py`,
-the generation pages from `trainer/generation_progress.py`."""
+the generation pages from `trainer/selection/progress.py`."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,7 +46,8 @@ def active_model_version() -> ModelVersion | None:
 
 @dataclass(frozen=True)
 class ChunkProgress:
-    """The version's scoring chunks (`trainer.scoring`): the scoring's progress is their sum."""
+    """The version's scoring chunks (`trainer.scoring.chunks`): the scoring's progress is their
+    sum."""
 
     chunks: int
     done: int
@@ -95,7 +96,7 @@ class ScoringProgress:
 
 def scoring_progress(*, model_version: ModelVersion) -> ScoringProgress:
     """How far the pool is rescored with this version: each chunk commits its solutions' scores
-    with its done mark (`trainer.scoring`), so the count moves chunk by chunk."""
+    with its done mark (`trainer.scoring.chunks`), so the count moves chunk by chunk."""
     return ScoringProgress(
         scored=Solution.objects.filter(prm_model_version=model_version).count(),
         total=Solution.objects.count(),

@@ -9,9 +9,9 @@ from labeling.models import Generation
 from labeling.services.overlap import OverlapParams
 from trainer import selectors
 from trainer.models import ModelVersion, TrainingRun
-from trainer.params import TrainingParams
-from trainer.scoring_service import MAX_SOLUTIONS, MAX_STEPS, MAX_TEXT_CHARS
-from trainer.selection import SelectionParams
+from trainer.scoring.posted import MAX_SOLUTIONS, MAX_STEPS, MAX_TEXT_CHARS
+from trainer.selection.services import SelectionParams
+from trainer.training.params import TrainingParams
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
@@ -56,7 +56,7 @@ class TrainingRunRequestSerializer(serializers.Serializer):
         required=False,
         default=dict,
         help_text=f"Training parameters ({describe(TrainingParams)}: the fields of "
-        "trainer.params.TrainingParams); missing ones take their defaults.",
+        "trainer.training.params.TrainingParams); missing ones take their defaults.",
     )
 
     def validate_params(self, value: dict) -> TrainingParams:
@@ -99,7 +99,7 @@ class GenerationSerializer(serializers.ModelSerializer):
 
 
 class GenerationRequestSerializer(serializers.Serializer):
-    """Selection parameters (trainer.selection.SelectionParams); missing ones take the
+    """Selection parameters (trainer.selection.services.SelectionParams); missing ones take the
     SELECTION_* settings. Valid data is the SelectionParams."""
 
     def get_fields(self) -> dict:

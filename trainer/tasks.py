@@ -1,4 +1,5 @@
-"""Celery shells around trainer.runs, trainer.pipeline, trainer.scoring, trainer.selection and
+"""Celery shells around trainer.training.runs, trainer.pipeline, trainer.scoring.chunks,
+trainer.selection.services and
 trainer.sampling.services.
 Routing: training, scoring, selection and sampling on `gpu` (a local generator needs the model),
 the periodic check on `default` (CELERY_TASK_ROUTES).
@@ -31,8 +32,11 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.utils import timezone
 
-from trainer import pipeline, runs, scoring, selection
+from trainer import pipeline
 from trainer.sampling import services as sampling
+from trainer.scoring import chunks as scoring
+from trainer.selection import services as selection
+from trainer.training import runs
 
 
 @shared_task(

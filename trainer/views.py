@@ -24,17 +24,11 @@ from core.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
 from labeling import agreement
 from labeling.models import Generation, Solution
 from labeling.services import overlap
-from trainer import (
-    charts,
-    generation_progress,
-    inspection,
-    model_versions,
-    pipeline,
-    runs,
-    selectors,
-)
+from trainer import inspection, pipeline, selectors
 from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
+from trainer.selection import progress as generation_progress
+from trainer.training import charts, model_versions, runs
 
 
 def _require_researcher(request: HttpRequest) -> None:

@@ -72,7 +72,7 @@ def test_the_check_sees_an_arrow_it_forbids(tmp_path):
     # The reader finds function-level and dotted imports: what the two tests above rely on.
     module = tmp_path / "m.py"
     module.write_text(
-        "def f():\n    from labeling.models import Solution\n    import trainer.ml.prm\n"
+        "def f():\n    from labeling.models import Solution\n    import trainer.training.ml.prm\n"
     )
     assert {room_of(m) for m in imports_of(module)} == {"labeling", "trainer"}
 
@@ -89,19 +89,21 @@ def test_a_module_over_about_500_lines_says_why_at_its_top():
 
 # The packages that pull in torch (a second and a gigabyte of memory at import).
 TORCH_SIDE = {"torch", "transformers", "peft", "safetensors", "accelerate"}
-# Besides trainer/ml/: generators/ sits on floor 1, below trainer, so it cannot import
-# trainer.ml; its local backend (a causal LM that generates) and its GGUF conversion load models
-# with transformers themselves, inside the functions that run them.
+# Besides trainer/training/ml/: generators/ sits on floor 1, below trainer, so it cannot import
+# trainer.training.ml; its local backend (a causal LM that generates) and its GGUF conversion
+# load models with transformers themselves, inside the functions that run them.
 TORCH_SIDE_ELSEWHERE = {Path("generators/local.py"), Path("generators/local_models.py")}
 
 
-def test_only_trainer_ml_imports_torch():
+def test_only_training_ml_imports_torch():
     wrong = []
     for _room, path in modules():
         relative = path.relative_to(ROOT)
-        if relative.parts[:2] == ("trainer", "ml") or relative in TORCH_SIDE_ELSEWHERE:
+        if relative.parts[:3] == ("trainer", "training", "ml") or relative in TORCH_SIDE_ELSEWHERE:
             continue
         for module in imports_of(path):
             if module.split(".", 1)[0] in TORCH_SIDE:
                 wrong.append(f"{relative} imports {module}")
-    assert not wrong, "torch-side imports outside trainer/ml/:\n" + "\n".join(sorted(wrong))
+    assert not wrong, "torch-side imports outside trainer/training/ml/:\n" + "\n".join(
+        sorted(wrong)
+    )

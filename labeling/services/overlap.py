@@ -31,7 +31,7 @@ class InvalidOverlap(Invalid):
 class OverlapParams(Params):
     """A generation's overlap: `share` of its solutions labeled by `labelers` labelers each.
     The form and the API that change it are derived from it, and selection's overlap
-    parameters take its ranges (`trainer.selection.SelectionParams`)."""
+    parameters take its ranges (`trainer.selection.services.SelectionParams`)."""
 
     invalid = InvalidOverlap
     noun = "overlap setting"

@@ -425,7 +425,8 @@ def test_an_upload_over_the_limit_is_refused_before_its_body_is_read(
     assert not ImportJob.objects.exists()
 
 
-# --- training parameters (trainer/params.py) through the API ---------------------------------
+# --- training parameters (trainer/training/params.py) through the API
+# ---------------------------------
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from labeling.models import Labeler, Problem, Solution, StepLabel
 from labeling.services.workbench import next_session, rate_step, submit_session
-from trainer.dataset import build_examples
+from trainer.training.dataset import build_examples
 
 pytestmark = pytest.mark.django_db
 STEPS = ["Two plus two.", "That is five.", "So the answer is five.", "# Answer\n\n5"]

@@ -16,7 +16,7 @@ from labeling.export import ExportFilters, write_prm800k
 from labeling.models import Generation, LabelingSession, Problem, Solution
 from labeling.services import overlap
 from labeling.services.workbench import LEASE, next_session, rate_step, submit_session
-from trainer.dataset import build_examples
+from trainer.training.dataset import build_examples
 
 pytestmark = pytest.mark.django_db
 
@@ -243,7 +243,7 @@ def test_labels_are_exported_one_line_each_and_trained_on_once(
 
 
 def test_a_generation_selected_with_an_overlap_gives_that_share_to_several_labelers():
-    from trainer.selection import select_generation
+    from trainer.selection.services import select_generation
 
     problem = Problem.objects.create(text="Q", answer="1")
     for n in range(8):

@@ -8,7 +8,7 @@ from generators.forms import clean_generator, generator_fields
 from generators.models import LocalModel
 from trainer.models import SamplingRun
 from trainer.sampling import services as sampling
-from trainer.selection import SelectionParams
+from trainer.selection.services import SelectionParams
 
 API_KEY_HELP = (
     "For your own server only: sent with this run's requests, never stored. The operator's "

@@ -36,8 +36,9 @@ from generators import (
 from generators.models import LocalModel
 from labeling.grading import grade_answer
 from labeling.models import Problem, Solution, solution_digest
-from trainer import pipeline, selection
+from trainer import pipeline
 from trainer.models import RolloutLabel, SamplingRun, SamplingRunItem
+from trainer.selection import services as selection
 
 logger = logging.getLogger(__name__)
 

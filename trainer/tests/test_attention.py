@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import AutoModel, LlamaConfig
 
-from trainer.ml.attention import VARLEN, boundaries, register
-from trainer.ml.prm import pack, pad
+from trainer.training.ml.attention import VARLEN, boundaries, register
+from trainer.training.ml.prm import pack, pad
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from labeling.models import Problem, Solution
-from trainer.base_models import BaseModelRefused, refusal, resolve_base_model
 from trainer.forms import TrainingRunForm
-from trainer.ml.prm import PRM
 from trainer.models import ModelVersion, TrainingRun
-from trainer.score import score_and_store
+from trainer.scoring.store import score_and_store
+from trainer.training.base_models import BaseModelRefused, refusal, resolve_base_model
+from trainer.training.ml.prm import PRM
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from labeling.models import (
     StepRating,
 )
 from labeling.services.prm800k_import import import_prm800k
-from trainer.dataset import Example, build_examples, snapshot_hash, split_by_problem
+from trainer.training.dataset import Example, build_examples, snapshot_hash, split_by_problem
 
 FIXTURES = Path(__file__).resolve().parents[2] / "labeling" / "tests" / "fixtures"
 

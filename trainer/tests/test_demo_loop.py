@@ -17,9 +17,9 @@ from django.urls import reverse
 
 from labeling.demo.seed import DEMO_ACCOUNTS, create_demo_accounts
 from labeling.models import LabelingSession
-from trainer import runs
 from trainer.models import TrainingRun
-from trainer.params import TrainingParams
+from trainer.training import runs
+from trainer.training.params import TrainingParams
 
 pytestmark = pytest.mark.django_db
 

@@ -16,14 +16,14 @@ import psutil
 import pytest
 import torch
 
-from trainer import dataset, runs
-from trainer.ml.distributed import train_in_process_group
-from trainer.ml.prm import PRM
-from trainer.ml.train import build_prm, train_prm
 from trainer.models import ModelVersion, TrainingRun
-from trainer.params import TrainingParams
 from trainer.tests.labels import label_demo_solutions
 from trainer.tests.test_train import synthetic
+from trainer.training import dataset, runs
+from trainer.training.ml.distributed import train_in_process_group
+from trainer.training.ml.prm import PRM
+from trainer.training.ml.train import build_prm, train_prm
+from trainer.training.params import TrainingParams
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +79,7 @@ def assert_no_process_left(pids) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             command = " ".join(child.cmdline())
             assert "torch.distributed.run" not in command, command
-            assert "trainer.ml.distributed" not in command, command
+            assert "trainer.training.ml.distributed" not in command, command
 
 
 def same_weights(left: Path, right: Path) -> None:

@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from trainer import evaluate
-from trainer.evaluate import Sample, estimate_best_of_n, majority_vote
+from trainer.evaluation import best_of_n as evaluate
+from trainer.evaluation.best_of_n import Sample, estimate_best_of_n, majority_vote
 
 
 def s(problem, answer, correct, prm=None, orm=None) -> Sample:

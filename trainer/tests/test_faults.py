@@ -20,10 +20,10 @@ from kombu import Connection
 from conftest import create_user, wait_for
 from labeling.models import LabelingSession, Problem, Solution, StepRating, solution_digest
 from labeling.services.workbench import LEASE
-from trainer import runs
-from trainer.ml.prm import PRM, PRMSettings
 from trainer.models import ModelVersion, ScoringChunk, TrainingRun
 from trainer.tests.labels import label_demo_solutions
+from trainer.training import runs
+from trainer.training.ml.prm import PRM, PRMSettings
 
 # --- a worker killed while it scores the pool -------------------------------------------------
 

@@ -9,9 +9,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from labeling.models import Problem, Solution
-from trainer.ml.prm import PRM, PRMSettings
 from trainer.models import ModelVersion
-from trainer.score import score_and_store
+from trainer.scoring.store import score_and_store
+from trainer.training.ml.prm import PRM, PRMSettings
 
 pytestmark = pytest.mark.django_db
 

@@ -23,9 +23,10 @@ from core import jobs
 from labeling.models import ImportJob, Problem
 from labeling.services import import_jobs
 from labeling.tests.interleave import require_postgresql, run_in_threads
-from trainer import runs, scoring
 from trainer.models import ModelVersion, SamplingRun, ScoringChunk, TrainingRun
 from trainer.sampling import services as sampling
+from trainer.scoring import chunks as scoring
+from trainer.training import runs
 
 KINDS = ["training run", "sampling run", "scoring chunk", "import job"]
 
@@ -245,7 +246,7 @@ def test_a_running_chunk_cancelled_writes_nothing_and_the_next_planning_reopens_
     chunk = scoring.claim_chunk(model_version_id=version.pk, worker_hostname="celery@gpu1")
     jobs.request_cancel(model=ScoringChunk, pk=chunk.pk, stops="before it writes")
 
-    with mock.patch("trainer.score.scored_updates", return_value=solutions):
+    with mock.patch("trainer.scoring.store.scored_updates", return_value=solutions):
         assert scoring.score_chunk(chunk=chunk, prm=None) == 0
 
     chunk.refresh_from_db()

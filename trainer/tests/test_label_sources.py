@@ -10,12 +10,17 @@ from django.urls import reverse
 from labeling.agreement import labels_of
 from labeling.models import LabelingSession, Problem, Solution
 from trainer import inspection
-from trainer.dataset import Example, build_training_examples, snapshot_hash, split_by_problem
-from trainer.ml.prm import CLASSES, soft_loss
 from trainer.models import RolloutLabel, SamplingRun
-from trainer.params import InvalidParams, TrainingParams
 from trainer.sampling import label_sources
 from trainer.tests.test_inspection import rate
+from trainer.training.dataset import (
+    Example,
+    build_training_examples,
+    snapshot_hash,
+    split_by_problem,
+)
+from trainer.training.ml.prm import CLASSES, soft_loss
+from trainer.training.params import InvalidParams, TrainingParams
 
 pytestmark = pytest.mark.django_db
 
@@ -204,7 +209,7 @@ def test_the_inspect_page_shows_human_and_rollout_labels_side_by_side(client, re
 
 
 def test_a_training_run_on_rollout_labels_trains(case, tmp_path):
-    from trainer.ml.train import train_prm
+    from trainer.training.ml.train import train_prm
 
     for estimate in ("hard", "soft"):
         params = TrainingParams.from_dict(

@@ -13,16 +13,16 @@ from core.params import option
 from generators import PROPOSAL_MAX_TOKENS, PROPOSAL_SETTINGS, SamplingSettings
 from labeling.forms import LiveGenerationForm
 from labeling.models import Generation, Problem, Solution
-from trainer import base_models
 from trainer.forms import GenerationForm
 from trainer.management.commands.sample import Command as SampleCommand
 from trainer.management.commands.select_generation import Command as SelectCommand
 from trainer.management.commands.train_prm import Command as TrainCommand
 from trainer.models import ModelVersion, TrainingRun
-from trainer.params import TrainingParams
 from trainer.sampling.forms import SamplingRunForm
-from trainer.selection import SelectionParams
+from trainer.selection.services import SelectionParams
 from trainer.serializers import GenerationRequestSerializer
+from trainer.training import base_models
+from trainer.training.params import TrainingParams
 
 pytestmark = pytest.mark.django_db
 

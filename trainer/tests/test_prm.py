@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainer.ml.prm import (
+from trainer.training.ml.prm import (
     IGNORE,
     PRM,
     STEP_TAG,

@@ -6,9 +6,9 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from trainer import processbench
-from trainer.ml.prm import PRM
+from trainer.evaluation import processbench
 from trainer.models import ModelVersion
+from trainer.training.ml.prm import PRM
 
 ITEMS = [
     {"problem": "A", "steps": ["a1", "a2", "a3"], "label": 1},

@@ -21,11 +21,13 @@ from generators import GeneratorSpec, SamplingSettings
 from labeling.models import Generation, Problem, Solution
 from labeling.tests.interleave import Meeting, require_postgresql, run_in_threads
 from labeling.tokens import create_api_token
-from trainer import model_versions, pipeline, runs, selection
-from trainer.ml.prm import PRM
+from trainer import pipeline
 from trainer.models import ModelVersion, SamplingRun, TrainingRun
 from trainer.sampling import services as sampling
+from trainer.selection import services as selection
 from trainer.tests.labels import label_demo_solutions
+from trainer.training import model_versions, runs
+from trainer.training.ml.prm import PRM
 
 TINY = {"epochs": 1, "batch_size": 8, "eval_fraction": 0.3}
 SCORE_TASK = "trainer.tasks.score_task"

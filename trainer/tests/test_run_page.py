@@ -13,7 +13,7 @@ from trainer.models import ModelVersion, TrainingRun
 
 pytestmark = pytest.mark.django_db
 
-# What a real run records per epoch (trainer.ml.train.evaluate and the loop), three epochs.
+# What a real run records per epoch (trainer.training.ml.train.evaluate and the loop), three epochs.
 EPOCH = {
     "train_loss": 0.91,
     "eval_loss": 0.84,

@@ -19,10 +19,11 @@ from kombu.exceptions import OperationalError
 
 from labeling.models import Solution
 from labeling.services.labelers import get_or_create_labeler
-from trainer import model_versions, pipeline, runs
+from trainer import pipeline
 from trainer.models import ModelVersion, TrainingRun
-from trainer.params import InvalidParams, TrainingParams
 from trainer.tests.labels import label_demo_solutions, submit_gold_sessions
+from trainer.training import model_versions, runs
+from trainer.training.params import InvalidParams, TrainingParams
 
 pytestmark = pytest.mark.django_db
 
@@ -371,7 +372,7 @@ def test_parameters_stored_before_the_renames_are_migrated_and_load():
 
 
 def weights(path) -> dict:
-    from trainer.ml.prm import PRM
+    from trainer.training.ml.prm import PRM
 
     return PRM.load(path).module.state_dict()
 

@@ -3,9 +3,9 @@
 import pytest
 
 from labeling.models import Problem, Solution
-from trainer.ml.prm import PRM, PRMSettings, solution_score
 from trainer.models import ModelVersion
-from trainer.score import score_and_store
+from trainer.scoring.store import score_and_store
+from trainer.training.ml.prm import PRM, PRMSettings, solution_score
 
 pytestmark = pytest.mark.django_db
 

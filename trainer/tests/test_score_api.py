@@ -5,10 +5,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from labeling.models import Problem, Solution
-from trainer import scoring_service
-from trainer.ml.prm import PRM, PRMSettings, solution_score
 from trainer.models import ModelVersion
-from trainer.score import score_and_store
+from trainer.scoring import posted as scoring_service
+from trainer.scoring.store import score_and_store
+from trainer.training.ml.prm import PRM, PRMSettings, solution_score
 
 pytestmark = pytest.mark.django_db
 

@@ -16,11 +16,13 @@ from django.utils import timezone
 from annotate.celery import app
 from conftest import wait_for
 from labeling.models import Problem, Solution, solution_digest
-from trainer import pipeline, scoring, selection, tasks
-from trainer.ml.prm import PRM, PRMSettings
+from trainer import pipeline, tasks
 from trainer.models import ModelVersion, ScoringChunk
-from trainer.selection import choose, shortlist
-from trainer.strategies import SHORTLISTS, STRATEGIES, Candidate, in_order
+from trainer.scoring import chunks as scoring
+from trainer.selection import services as selection
+from trainer.selection.services import choose, shortlist
+from trainer.selection.strategies import SHORTLISTS, STRATEGIES, Candidate, in_order
+from trainer.training.ml.prm import PRM, PRMSettings
 
 
 def make_pool(*, size: int, problems: int = 12, first_problem: int = 0) -> list[Solution]:

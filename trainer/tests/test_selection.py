@@ -15,10 +15,11 @@ from conftest import create_user
 from labeling.models import Generation, LabelingSession, Problem, Solution
 from labeling.services import workbench
 from labeling.services.labelers import get_or_create_labeler
-from trainer import pipeline, selection, tasks
+from trainer import pipeline, tasks
 from trainer.models import ModelVersion, TrainingRun
-from trainer.selection import InvalidSelection, SelectionConflict, choose
-from trainer.strategies import Candidate
+from trainer.selection import services as selection
+from trainer.selection.services import InvalidSelection, SelectionConflict, choose
+from trainer.selection.strategies import Candidate
 from trainer.tests.labels import label_demo_solutions
 
 pytestmark = pytest.mark.django_db
@@ -342,7 +343,7 @@ def test_nothing_to_select_is_refused_without_a_generation(version):
 
 
 def test_solutions_this_version_has_not_scored_are_scored_first(version):
-    from trainer.ml.prm import PRM, PRMSettings
+    from trainer.training.ml.prm import PRM, PRMSettings
 
     pool = make_pool(version, problems=2, wrong=2, right=1)
     old = ModelVersion.objects.create(name="old", checkpoint_path="/old")

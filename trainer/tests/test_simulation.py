@@ -10,9 +10,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from labeling.models import Generation, LabelingSession, Problem, Solution, StepRating
-from trainer.models import ModelVersion, TrainingRun
-from trainer.simulation import evaluation, loop, pool
-from trainer.simulation.domain import (
+from trainer.evaluation.simulation import evaluation, loop, pool
+from trainer.evaluation.simulation.domain import (
     ANSWER_MARKER,
     MODULUS,
     Generator,
@@ -20,7 +19,8 @@ from trainer.simulation.domain import (
     evaluate,
     make_problems,
 )
-from trainer.simulation.labelers import label_generation, make_labelers
+from trainer.evaluation.simulation.labelers import label_generation, make_labelers
+from trainer.models import ModelVersion, TrainingRun
 
 FACT = re.compile(r"(\d) ([+×]) (\d) = (\d)\.$")
 
@@ -125,7 +125,7 @@ CALIBRATED_MIN_STEP_AUROC = 0.72
 
 @pytest.mark.django_db
 def test_calibration_shows_the_tiny_prm_learning_the_domain():
-    from trainer.simulation.calibrate import calibrate
+    from trainer.evaluation.simulation.calibrate import calibrate
 
     points = calibrate(label_counts=[1000], epochs=4, seed=0, held_out_problems=50)
     assert [(p.labels, p.epoch) for p in points] == [(1000, e) for e in (1, 2, 3, 4)]
@@ -136,7 +136,11 @@ def test_calibration_shows_the_tiny_prm_learning_the_domain():
 
 
 def test_training_seeds_train_on_the_same_data_and_give_the_run_to_run_spread():
-    from trainer.simulation.calibrate import CalibrationPoint, calibrate, run_to_run_spread
+    from trainer.evaluation.simulation.calibrate import (
+        CalibrationPoint,
+        calibrate,
+        run_to_run_spread,
+    )
 
     points = calibrate(
         label_counts=[96], epochs=2, seed=0, held_out_problems=12, train_seeds=(3, 4)

@@ -9,8 +9,8 @@ from itertools import islice
 import pytest
 from django.core.management import CommandError, call_command
 
-from trainer.simulation import label_sources as ls
-from trainer.simulation.domain import (
+from trainer.evaluation.simulation import label_sources as ls
+from trainer.evaluation.simulation.domain import (
     ADD,
     ANSWER_MARKER,
     MUL,

@@ -8,7 +8,7 @@ import math
 import pytest
 from django.core.management import CommandError, call_command
 
-from trainer.simulation import loop, seeds
+from trainer.evaluation.simulation import loop, seeds
 
 
 def _result(*, slope: float, prm: float, orm: float, majority: float) -> loop.SimulationResult:

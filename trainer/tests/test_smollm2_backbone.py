@@ -7,9 +7,10 @@ import pytest
 
 from conftest import create_user
 from labeling.models import Problem, Solution
-from trainer import pipeline, runs
+from trainer import pipeline
 from trainer.models import ModelVersion, TrainingRun
 from trainer.tests.test_inspection import rate
+from trainer.training import runs
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,10 @@ from django.utils import timezone
 from annotate.celery import app
 from conftest import wait_for
 from labeling.models import Solution
-from trainer import runs, tasks
+from trainer import tasks
 from trainer.models import ModelVersion, TrainingRun
 from trainer.tests.labels import label_demo_solutions
+from trainer.training import runs
 
 
 def test_training_and_scoring_go_to_the_gpu_queue_and_the_schedule_check_does_not():
@@ -116,7 +117,7 @@ def test_a_real_worker_trains_promotes_and_scores(
     version = ModelVersion.objects.get(training_run=run)
     assert version.is_active
     assert Path(version.checkpoint_path).parent == tmp_path / "models"
-    from trainer.ml.prm import PRM
+    from trainer.training.ml.prm import PRM
 
     PRM.load(version.checkpoint_path)  # the checkpoint is complete and loads
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from trainer import metrics
-from trainer.dataset import Example, best_of_n_problems, build_examples, split_by_problem
-from trainer.ml.prm import PRM
-from trainer.ml.train import TrainingCancelled, train_prm
-from trainer.params import InvalidParams, TrainingParams
 from trainer.tests.labels import label_demo_solutions
+from trainer.training import metrics
+from trainer.training.dataset import Example, best_of_n_problems, build_examples, split_by_problem
+from trainer.training.ml.prm import PRM
+from trainer.training.ml.train import TrainingCancelled, train_prm
+from trainer.training.params import InvalidParams, TrainingParams
 
 WORDS = ["we", "add", "the", "numbers", "then", "multiply", "both", "sides", "by", "two"]
 MARKERS = {1: "correct", 0: "maybe", -1: "mistake"}
@@ -208,7 +208,7 @@ def test_the_loop_reads_no_database():
         )
     ]
     assert "torch" in imported  # the walk sees the imports at all
-    forbidden = ("django", "labeling", "trainer.dataset")
+    forbidden = ("django", "labeling", "trainer.training.dataset")
     assert [n for n in imported if n.split(".")[0] in forbidden or n in forbidden] == []
 
 

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from trainer import evaluate
+from trainer.evaluation import best_of_n as evaluate
 
 
 def _sizes(text: str) -> list[int]:

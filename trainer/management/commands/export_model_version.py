@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
-from trainer.ml.hf_export import export_model_version
+from trainer.training.ml.hf_export import export_model_version
 
 
 class Command(BaseCommand):

@@ -4,8 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
 from core.params import add_arguments, given_options
-from trainer.params import TrainingParams
-from trainer.stepwise_export import write_stepwise
+from trainer.training.params import TrainingParams
+from trainer.training.stepwise_export import write_stepwise
 
 DATA_FILTERS = (
     "include_quality_control",

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
-from trainer import processbench
+from trainer.evaluation import processbench
 from trainer.models import ModelVersion
 
 
@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
 
     def handle(self, *args, **options):
-        from trainer.ml.prm import PRM
+        from trainer.training.ml.prm import PRM
 
         try:
             items = processbench.read_items(path=options["file"])

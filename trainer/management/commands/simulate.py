@@ -4,7 +4,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from trainer.simulation import label_sources, loop, seeds
+from trainer.evaluation.simulation import label_sources, loop, seeds
 
 
 class Command(BaseCommand):
@@ -248,7 +248,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Results written to {options['out']}")
 
     def _calibrate(self, options):
-        from trainer.simulation.calibrate import calibrate, run_to_run_spread
+        from trainer.evaluation.simulation.calibrate import calibrate, run_to_run_spread
 
         try:
             counts = [int(n) for n in options["calibrate"].split(",") if n.strip()]

@@ -5,8 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import DomainError
 from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
-from trainer import runs
-from trainer.params import TrainingParams
+from trainer.training import runs
+from trainer.training.params import TrainingParams
 
 
 class Command(BaseCommand):

@@ -6,13 +6,13 @@ Everything a human loop does goes through the product's own code:
 - the pool is imported with `labeling.services.importing.import_problems` /
   `import_solutions` (which grade every final answer against the ground truth);
 - generation 1 is a seeded uniform sample (no model exists yet); every later generation is
-  published by `trainer.selection.select_generation` with the active model version and the
+  published by `trainer.selection.services.select_generation` with the active model version and the
   strategy under test (`convincing_wrong_answer`, `uniform` or `uncertainty`);
 - simulated labelers label through `labeling.services.workbench` (next session -> rate until
   the first -1 -> submit), with a configurable noise rate;
 - the PRM is retrained from every submitted session as a recorded training run
-  (`trainer.runs.request_training_run` + `execute_training_run`), and the new model version
-  is made active (`trainer.model_versions.activate_model_version`), which rescores the pool
+  (`trainer.training.runs.request_training_run` + `execute_training_run`), and the new model version
+  is made active (`trainer.training.model_versions.activate_model_version`), which rescores the pool
   (Celery tasks run in-process here).
 
 After each retrain the generation is evaluated on a generated test set no labeler saw (see
@@ -43,14 +43,16 @@ from django.db.models import Count
 
 from core.jobs import JobOrigin
 from labeling.models import Generation, LabelingSession, SelectionReason, Solution
-from trainer import model_versions, runs, selection, strategies
-from trainer.ml.prm import PRM, solution_score
+from trainer.evaluation.simulation import evaluation, pool
+from trainer.evaluation.simulation.domain import Generator
+from trainer.evaluation.simulation.labelers import label_generation, make_labelers
+from trainer.evaluation.simulation.pool import SimulationRefused
 from trainer.models import ModelVersion, TrainingRun
-from trainer.params import TrainingParams
-from trainer.simulation import evaluation, pool
-from trainer.simulation.domain import Generator
-from trainer.simulation.labelers import label_generation, make_labelers
-from trainer.simulation.pool import SimulationRefused
+from trainer.selection import services as selection
+from trainer.selection import strategies
+from trainer.training import model_versions, runs
+from trainer.training.ml.prm import PRM, solution_score
+from trainer.training.params import TrainingParams
 
 STRATEGIES = tuple(strategies.STRATEGIES)  # convincing_wrong_answer, uniform, uncertainty
 

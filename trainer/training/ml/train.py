@@ -7,13 +7,13 @@ padding-free row (position ids restart per example, a block-diagonal mask keeps 
 apart); on CPU it is a padded fp32 batch.
 
 Examples may carry soft targets (rollout labels' soft estimate) and a weight (rollout examples
-beside human ones): then the loss is `trainer.ml.prm.soft_loss`, a weighted mean cross-entropy
-against each step's target distribution. Hard examples of weight 1 alone take the plain mean
-cross-entropy, exactly as before those existed.
+beside human ones): then the loss is `trainer.training.ml.prm.soft_loss`, a weighted mean
+cross-entropy against each step's target distribution. Hard examples of weight 1 alone take the
+plain mean cross-entropy, exactly as before those existed.
 
 The loop reads no database: it trains on the examples it is given and scores the best-of-N
-problems it is given (`trainer.dataset` builds both), so it runs the same in a worker, a
-bench, the simulation or a rank of a process group (`trainer.ml.distributed`).
+problems it is given (`trainer.training.dataset` builds both), so it runs the same in a worker, a
+bench, the simulation or a rank of a process group (`trainer.training.ml.distributed`).
 
 In a process group every rank holds all the examples and takes its share of each global
 micro-batch (`params.batch_size` examples across all ranks). Each rank's loss is scaled by its
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from trainer import metrics as m
-from trainer.ml.prm import (
+from trainer.training import metrics as m
+from trainer.training.ml.prm import (
     IGNORE,
     NOT_SOFT,
     PRM,
@@ -49,11 +49,11 @@ from trainer.ml.prm import (
     pad,
     solution_score,
 )
-from trainer.params import TrainingParams
+from trainer.training.params import TrainingParams
 
 if TYPE_CHECKING:
-    # Types only: trainer.dataset reads the ORM, and the loop must not need Django.
-    from trainer.dataset import BestOfNProblem, Example
+    # Types only: trainer.training.dataset reads the ORM, and the loop must not need Django.
+    from trainer.training.dataset import BestOfNProblem, Example
 
 WEIGHT_DECAY = 0.01
 EVAL_BATCH_SIZE = 32
@@ -87,16 +87,15 @@ def train_prm(
     `out_dir` must not exist; it is written (atomically) only when training completes or
     reaches `params.max_seconds`. `should_stop` is asked at every optimizer step. The
     held-out metrics include best-of-N over `best_of_n_problems`
-    (`trainer.dataset.best_of_n_problems` of the held-out examples); without them its
+    (`trainer.training.dataset.best_of_n_problems` of the held-out examples); without them its
     metrics are None.
 
     Of `params`, the data filters and `base_model` are the caller's business (they chose
     `train`, `eval` and the `base_model` argument); the loop reads the rest. `prm` is the
-    PRM to start from (`build_prm`), for the ranks of a process group, which must all start
-    from the same one, or a checkpoint to train on from (a warm start); without it the loop
-    builds it. In a process group (started by
-    `trainer.ml.distributed`) every rank calls this with the same arguments; rank 0's result
-    holds the metrics.
+    PRM to start from (`build_prm`), for the ranks of a process group, which must all start from
+    the same one, or a checkpoint to train on from (a warm start); without it the loop builds it.
+    In a process group (started by `trainer.training.ml.distributed`) every rank calls this with
+    the same arguments; rank 0's result holds the metrics.
     """
     from accelerate import Accelerator
 

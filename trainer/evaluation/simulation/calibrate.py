@@ -1,10 +1,10 @@
 """Calibration: can the tiny built-in PRM learn the synthetic domain, and how fast?
 
-Trains the project's own loop (`trainer.ml.train.train_prm`) on N perfectly labeled synthetic
-solutions (labels up to and including the first -1, as a careful labeler gives them) and
-reports held-out step AUROC after every epoch against training time, optimizer steps and
-tokens seen. Wall-clock seconds depend on the machine and on what else runs on it; steps and
-tokens do not, so both are reported.
+Trains the project's own loop (`trainer.training.ml.train.train_prm`) on N perfectly labeled
+synthetic solutions (labels up to and including the first -1, as a careful labeler gives them) and
+reports held-out step AUROC after every epoch against training time, optimizer steps and tokens
+seen. Wall-clock seconds depend on the machine and on what else runs on it; steps and tokens do
+not, so both are reported.
 """
 
 import math
@@ -14,11 +14,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from trainer import metrics as m
-from trainer.dataset import Example
-from trainer.ml.train import train_prm
-from trainer.params import TrainingParams
-from trainer.simulation.domain import Generator, GeneratorConfig, Problem, Sample, make_problems
+from trainer.evaluation.simulation.domain import (
+    Generator,
+    GeneratorConfig,
+    Problem,
+    Sample,
+    make_problems,
+)
+from trainer.training import metrics as m
+from trainer.training.dataset import Example
+from trainer.training.ml.train import train_prm
+from trainer.training.params import TrainingParams
 
 # Defaults found by calibration (see the README's table).
 SAMPLES_PER_PROBLEM = 4
@@ -166,7 +172,7 @@ def _run(train: list[Example], held_out: list[Example], params: TrainingParams):
 
 
 def _mean_tokens(checkpoint: Path, examples: list[Example]) -> float:
-    from trainer.ml.prm import PRM
+    from trainer.training.ml.prm import PRM
 
     prm = PRM.load(checkpoint, device="cpu")
     sample = examples[:: max(1, len(examples) // 500)]

@@ -1,6 +1,6 @@
 """The strategies of active learning: pure functions from candidates (a solution's score,
 its problem and whether its final answer is right) to the picks of a batch, registered by name
-in STRATEGIES. `trainer/selection.py` reads the pool and publishes what they pick."""
+in STRATEGIES. `trainer/selection/services.py` reads the pool and publishes what they pick."""
 
 import hashlib
 import math

@@ -35,7 +35,7 @@ class ScoredSolution:
 
 
 def _prm_of(version: ModelVersion):
-    from trainer.ml.prm import PRM
+    from trainer.training.ml.prm import PRM
 
     key = (version.pk, version.checkpoint_path)
     if _loaded.get("key") != key:
@@ -54,7 +54,7 @@ def score_posted(
     *, problems: list[str], steps: list[list[str]]
 ) -> tuple[int, list[ScoredSolution]]:
     """(the active version's id, a ScoredSolution per posted solution, in order)."""
-    from trainer.ml.prm import solution_score
+    from trainer.training.ml.prm import solution_score
 
     version = ModelVersion.objects.filter(is_active=True).first()
     if version is None:

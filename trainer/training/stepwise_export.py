@@ -16,8 +16,8 @@ import json
 from collections.abc import Iterator
 from typing import TextIO
 
-from trainer import dataset
-from trainer.params import TrainingParams
+from trainer.training import dataset
+from trainer.training.params import TrainingParams
 
 
 def _soft(params: TrainingParams) -> bool:

@@ -15,12 +15,12 @@ from typing import Any
 from core import aggregation
 from core.errors import Invalid
 from core.params import Params, param, refused
-from trainer.base_models import BaseModelRefused, check_base_model
+from trainer.training.base_models import BaseModelRefused, check_base_model
 
 SCHEDULES = ("cosine", "linear", "constant")
 # Solution score from step scores: the names of the one registry, core.aggregation.
 AGGREGATIONS = tuple(aggregation.AGGREGATIONS)
-# Which labels a run trains on (trainer.dataset.build_training_examples): human ratings,
+# Which labels a run trains on (trainer.training.dataset.build_training_examples): human ratings,
 # rollout labels (trainer.sampling.rollouts), or both, each solution giving one example of each.
 LABEL_SOURCES = ("human", "rollout", "both")
 ROLLOUT_ESTIMATES = ("hard", "soft")
@@ -167,7 +167,7 @@ class TrainingParams(Params):
         schedule): checked, and a recorded model's name in base_model made its directory's
         path, so the run's stored parameters say which directory it trains from. The worker
         reads them back with `from_dict` and checks base_model on its own disk
-        (`trainer.base_models.resolve_base_model`)."""
+        (`trainer.training.base_models.resolve_base_model`)."""
         params = values if isinstance(values, cls) else cls.from_dict(values)
         if params.base_model is None:
             return params

@@ -64,7 +64,9 @@ def _fmt(value: float | None) -> str:
 
 
 # Held while the active version changes (an activation, a promotion at the end of a run).
-ACTIVATION_LOCK = "trainer.model_versions.activation"
+ACTIVATION_LOCK = (
+    "trainer.model_versions.activation"  # the name it had: a lock is shared across deploys
+)
 
 
 def _activate(version: ModelVersion) -> None:

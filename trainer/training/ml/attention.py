@@ -1,8 +1,8 @@
 """Varlen attention for packed rows: several examples in one row, each attending to itself only.
 
-`trainer.ml.prm.pack` lays a micro-batch out as one padding-free row whose position ids restart at
-every example. flash-attention reads the examples' boundaries from those restarts, but it is a
-separate package that must be built against the machine's CUDA; sdpa needs a block-diagonal
+`trainer.training.ml.prm.pack` lays a micro-batch out as one padding-free row whose position ids
+restart at every example. flash-attention reads the examples' boundaries from those restarts, but
+it is a separate package that must be built against the machine's CUDA; sdpa needs a block-diagonal
 mask of the whole row, which is O(row²) memory and takes sdpa off its fused causal kernels, so a
 row of 16 examples does 16 times the attention work it needs.
 

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from trainer.metrics import spread
-from trainer.simulation import loop
+from trainer.evaluation.simulation import loop
+from trainer.training.metrics import spread
 
 BASELINE = "uniform"
 

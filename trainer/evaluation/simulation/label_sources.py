@@ -23,7 +23,7 @@ same held-out test set: step AUROC against the exact step ratings, first-error F
 best-of-N, over several seeds. Nothing touches the database.
 
 Soft labels are computed (`RolloutLabels.soft`) but not trained on: the trainer's loss takes
-one class per step (`trainer.ml.prm`), so the PRM learns from hard labels only.
+one class per step (`trainer.training.ml.prm`), so the PRM learns from hard labels only.
 """
 
 import math
@@ -34,16 +34,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from trainer.dataset import Example
-from trainer.metrics import spread
-from trainer.ml.prm import PRM
-from trainer.ml.train import train_prm
-from trainer.params import TrainingParams
-from trainer.simulation import evaluation
-from trainer.simulation.calibrate import CALIBRATION_PARAMS
-from trainer.simulation.domain import Generator, Sample, make_problems
-from trainer.simulation.labelers import session_ratings
-from trainer.simulation.pool import SimulationRefused
+from trainer.evaluation.simulation import evaluation
+from trainer.evaluation.simulation.calibrate import CALIBRATION_PARAMS
+from trainer.evaluation.simulation.domain import Generator, Sample, make_problems
+from trainer.evaluation.simulation.labelers import session_ratings
+from trainer.evaluation.simulation.pool import SimulationRefused
+from trainer.training.dataset import Example
+from trainer.training.metrics import spread
+from trainer.training.ml.prm import PRM
+from trainer.training.ml.train import train_prm
+from trainer.training.params import TrainingParams
 
 SOURCES = ("human", "rollout", "mixed")
 NAMESPACE = "label-sources"  # the training problems; the test set's are disjoint ("test")

@@ -549,13 +549,13 @@ def pad(rows: list[list[int]], pad_id: int, *, fill: int | None = None):
 def pack(rows: list[list[int]], *, attn_implementation: str | None, dtype=torch.float32):
     """Several sequences as one row, without padding and without attention across them.
 
-    Returns (input_ids, position_ids, attention_mask) of batch size 1. Position ids restart
-    at 0 for every sequence. flash-attention and `trainer.ml.attention.VARLEN` derive their varlen
-    boundaries from those restarts, so they get no mask; for the other kernels the mask is a
+    Returns (input_ids, position_ids, attention_mask) of batch size 1. Position ids restart at 0
+    for every sequence. flash-attention and `trainer.training.ml.attention.VARLEN` derive their
+    varlen boundaries from those restarts, so they get no mask; for the other kernels the mask is a
     block-diagonal causal 4D mask (boolean for sdpa, additive in `dtype` for eager), which
     transformers uses as is.
     """
-    from trainer.ml.attention import VARLEN
+    from trainer.training.ml.attention import VARLEN
 
     input_ids = torch.tensor([[t for row in rows for t in row]], dtype=torch.long)
     position_ids = torch.cat([torch.arange(len(row)) for row in rows]).unsqueeze(0)

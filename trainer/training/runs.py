@@ -2,7 +2,7 @@
 
 A run is a record of what happened: its parameters (`TrainingParams.to_dict()`), its data
 snapshot, its progress and metrics, and the model version it produced
-(`trainer.model_versions`). What follows a version that became active (scoring, then
+(`trainer.training.model_versions`). What follows a version that became active (scoring, then
 selection) is `trainer.pipeline`'s business. The ML itself lives in dataset/prm/train, which
 import torch: those are imported inside the functions that train, so the web process never
 pays for torch to show a page.
@@ -29,11 +29,12 @@ from django.utils import timezone
 
 from core import jobs
 from core.errors import Conflict, DomainError
-from trainer import dataset, model_versions, pipeline
-from trainer.base_models import resolve_base_model
+from trainer import pipeline
 from trainer.models import ModelVersion, TrainingRun
-from trainer.params import TrainingParams
 from trainer.selectors import active_model_version, submitted_sessions_since
+from trainer.training import dataset, model_versions
+from trainer.training.base_models import resolve_base_model
+from trainer.training.params import TrainingParams
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +259,7 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
         return run
 
     # Imported here to keep torch out of the web process, which never trains.
-    from trainer.ml.train import TrainingCancelled
+    from trainer.training.ml.train import TrainingCancelled
 
     recorder = RunRecorder(run_id)
     recorder.lines.extend(run.log_tail.splitlines())
@@ -295,7 +296,7 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
 
 
 def _error_message(exc: Exception) -> str:
-    from trainer.ml.prm import CheckpointNotWritten
+    from trainer.training.ml.prm import CheckpointNotWritten
 
     if isinstance(exc, DomainError | CheckpointNotWritten):
         return str(exc)
@@ -308,8 +309,12 @@ def _error_message(exc: Exception) -> str:
 
 
 def _train(run: TrainingRun, recorder: RunRecorder):
-    from trainer.ml.distributed import InvalidProcessCount, process_count, train_in_process_group
-    from trainer.ml.train import train_prm
+    from trainer.training.ml.distributed import (
+        InvalidProcessCount,
+        process_count,
+        train_in_process_group,
+    )
+    from trainer.training.ml.train import train_prm
 
     params = TrainingParams.from_dict(run.params)
     model_dir = Path(settings.PRM_MODEL_DIR)
@@ -350,7 +355,7 @@ def _train(run: TrainingRun, recorder: RunRecorder):
     )
     start_from = _warm_start(params=params, base_model=base_model, recorder=recorder)
     if processes == 1:
-        from trainer.ml.prm import PRM
+        from trainer.training.ml.prm import PRM
 
         train_on = partial(train_prm, prm=PRM.load(start_from) if start_from else None)
     else:
@@ -370,7 +375,7 @@ def _train(run: TrainingRun, recorder: RunRecorder):
 def _warm_start(*, params: TrainingParams, base_model: str | None, recorder) -> str | None:
     """The checkpoint a warm-started run trains on from: the active model version's, when
     it was trained on this run's base model; None for a fresh start."""
-    from trainer.ml.prm import SETTINGS_FILE
+    from trainer.training.ml.prm import SETTINGS_FILE
 
     if not params.warm_start:
         return None

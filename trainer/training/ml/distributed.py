@@ -1,14 +1,17 @@
 """Training on several processes: the run's own process group, started and watched by its task.
 
-The parent (the Celery task, `trainer.runs`) keeps the database, the heartbeat and the run's
-record. It writes a job directory (the examples, best-of-N problems and parameters as plain
+The parent (the Celery task, `trainer.training.runs`) keeps the database, the heartbeat and the
+run's record. It writes a job directory (the examples, best-of-N problems and parameters as plain
 JSON, so a rank needs neither Django nor the database), then starts
-`python -m torch.distributed.run --standalone --nproc-per-node N -m trainer.ml.distributed JOB`
+
+    python -m torch.distributed.run --standalone --nproc-per-node N \\
+        -m trainer.training.ml.distributed JOB
+
 (gloo on the CPU, nccl on CUDA, one device per rank) and follows it:
 
 - rank 0 appends progress events to `events.jsonl`; the parent forwards them to its recorder;
 - a cancel is a `cancel` file the parent writes; rank 0 reads it at each step and the ranks
-  agree on it (`trainer.ml.train._agree`), so all stop at the same step;
+  agree on it (`trainer.training.ml.train._agree`), so all stop at the same step;
 - rank 0 also stops the group when the parent's process is gone, so a killed worker does not
   leave ranks training for hours;
 - a rank that dies makes torchrun stop the others and exit non-zero: the run fails with the
@@ -38,9 +41,9 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from trainer.dataset import BestOfNProblem, Example
-    from trainer.ml.train import TrainResult
-    from trainer.params import TrainingParams
+    from trainer.training.dataset import BestOfNProblem, Example
+    from trainer.training.ml.train import TrainResult
+    from trainer.training.params import TrainingParams
 
 JOB_FILE = "job.json"
 EVENTS_FILE = "events.jsonl"
@@ -97,15 +100,15 @@ def train_in_process_group(
     best_of_n_problems: Sequence[BestOfNProblem] = (),
     start_from: str | None = None,
 ) -> TrainResult:
-    """`trainer.ml.train.train_prm` on `processes` ranks; the same arguments and result.
+    """`trainer.training.ml.train.train_prm` on `processes` ranks; the same arguments and result.
     `start_from`: a PRM checkpoint every rank loads and trains on from (a warm start).
 
     Raises TrainingCancelled when `should_stop` said stop, ProcessGroupFailed when a rank
     died or failed (CheckpointNotWritten when rank 0 could not save), and leaves no rank
     running in any case.
     """
-    from trainer.ml.prm import CheckpointNotWritten
-    from trainer.ml.train import TrainingCancelled, TrainResult
+    from trainer.training.ml.prm import CheckpointNotWritten
+    from trainer.training.ml.train import TrainingCancelled, TrainResult
 
     out_dir = Path(out_dir)
     if out_dir.exists():
@@ -132,7 +135,7 @@ def train_in_process_group(
             "--standalone",
             f"--nproc-per-node={processes}",
             "-m",
-            "trainer.ml.distributed",
+            "trainer.training.ml.distributed",
             str(job_dir),
         ]
         emit({"log": f"Starting {processes} training processes ({params.distributed})."})
@@ -260,9 +263,9 @@ def run_rank(job_dir: Path) -> None:
     import torch
     import torch.distributed as dist
 
-    from trainer.ml.prm import PRM
-    from trainer.ml.train import TrainingCancelled, build_prm, train_prm
-    from trainer.params import TrainingParams
+    from trainer.training.ml.prm import PRM
+    from trainer.training.ml.train import TrainingCancelled, build_prm, train_prm
+    from trainer.training.params import TrainingParams
 
     job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -273,7 +276,7 @@ def run_rank(job_dir: Path) -> None:
     rank = dist.get_rank()
     (job_dir / f"rank-{rank}.pid").write_text(str(os.getpid()), encoding="utf-8")
     params = TrainingParams(**job["params"])
-    # The rank imports no Django, so trainer.dataset's records come back as plain ones with
+    # The rank imports no Django, so trainer.training.dataset's records come back as plain ones with
     # the same fields, which is all the loop reads.
     train = [SimpleNamespace(**e) for e in job["train"]]
     eval = [SimpleNamespace(**e) for e in job["eval"]]

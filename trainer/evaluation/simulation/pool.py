@@ -20,9 +20,16 @@ from core.errors import Conflict
 from labeling import quality
 from labeling.models import Generation, LabelingSession, Problem, Solution
 from labeling.services import importing
+from trainer.evaluation.simulation.domain import (
+    KEY_PREFIX,
+    SOURCE,
+    SUBJECT,
+    Generator,
+    Sample,
+    make_problems,
+)
+from trainer.evaluation.simulation.labelers import USERNAME_PREFIX
 from trainer.models import ModelVersion, TrainingRun
-from trainer.simulation.domain import KEY_PREFIX, SOURCE, SUBJECT, Generator, Sample, make_problems
-from trainer.simulation.labelers import USERNAME_PREFIX
 
 RESEARCHER = "sim-researcher"  # triggers the simulation's training runs
 

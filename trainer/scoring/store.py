@@ -4,7 +4,7 @@ Solutions are read in chunks (PRM_SCORE_CHUNK); within a chunk the PRM sorts the
 into batches (one forward pass per batch, under torch.inference_mode, bf16 autocast on CUDA),
 and the chunk's step scores, solution scores and model version are written in bulk, in one
 transaction per chunk: a worker killed mid-scoring leaves every solution with the complete
-scores of one model version, the old one or the new. `trainer.scoring` cuts a pool into
+scores of one model version, the old one or the new. `trainer.scoring.chunks` cuts a pool into
 chunks that many workers score at once with `scored_updates` and `write_scores`, committing
 each chunk's scores with its done mark.
 
@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from django.db.models import QuerySet
 
 from labeling.models import SOLUTION_WRITE_CHUNK, Solution
-from trainer.ml.prm import PRM, Scored, configure_threads, solution_score
+from trainer.training.ml.prm import PRM, Scored, configure_threads, solution_score
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Active learning: choose the next generation of solutions to label and publish it.
 
 One topic read top to bottom: choosing with a strategy (the strategies themselves, pure
-functions, are `trainer/strategies.py`), the write that publishes a generation, then its
+functions, are `trainer/selection/strategies.py`), the write that publishes a generation, then its
 parameters and the body of the Celery task. How a selection is queued
 (web, API, after a retrain) is `trainer.pipeline`'s; the generation pages read
 `trainer.selectors`.
@@ -13,7 +13,7 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
    selected into an earlier generation and still unlabeled stay in the pool: the newer model
    may rank them differently, and selecting one again moves it to the new generation.
 2. The pool is scored with the model version (only solutions it has not scored yet), through
-   the version's scoring chunks (`trainer.scoring`): the selection scores the pending chunks
+   the version's scoring chunks (`trainer.scoring.chunks`): the selection scores the pending chunks
    itself and waits for those gpu workers hold, so a scoring under way is not done twice.
 3. The pool is read from the database in one streamed pass that keeps, per problem, only what
    the strategy can still pick (`shortlist`: at most `per_problem_cap` per order it walks), and
@@ -55,7 +55,7 @@ from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, S
 from labeling.selectors import has_submitted_label
 from labeling.services import overlap
 from trainer.models import ModelVersion
-from trainer.strategies import (
+from trainer.selection.strategies import (
     DEFAULT_STRATEGY,
     SHORTLISTS,
     STRATEGIES,
@@ -67,7 +67,7 @@ from trainer.strategies import (
 )
 
 if TYPE_CHECKING:
-    from trainer.ml.prm import PRM
+    from trainer.training.ml.prm import PRM
 
 logger = logging.getLogger(__name__)
 
@@ -173,12 +173,12 @@ def unlabeled_pool() -> QuerySet[Solution]:
 
 
 def _score_pool(*, model_version: ModelVersion | None, prm: "PRM | None") -> int:
-    """Score what this version has not scored yet, through its chunks (`trainer.scoring`):
+    """Score what this version has not scored yet, through its chunks (`trainer.scoring.chunks`):
     pending chunks are scored here, chunks other workers hold are waited for. Returns how many
     solutions this selection scored."""
     if model_version is None:
         return 0
-    from trainer import scoring
+    from trainer.scoring import chunks as scoring
 
     return scoring.score_in_process(model_version=model_version, prm=prm)
 
@@ -296,6 +296,7 @@ def _quality_control(
     return [Pick(c, SelectionReason.QUALITY_CONTROL) for c in ordered[:count]]
 
 
+# The name it had before the move: a lock is shared by every process of a deploy.
 PUBLISH_LOCK = "trainer.selection.publish"
 
 

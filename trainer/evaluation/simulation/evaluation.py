@@ -3,7 +3,8 @@
 The test set is generated, never stored: problems no labeler saw, each with many samples of
 the simulated generator, whose every step rating is known. From the models' scores it gives
 - step AUROC and first-error F1 of the PRM, against the exact labels (up to the first -1);
-- best-of-N as PRM800K's protocol computes it (`trainer.evaluate`): per problem, a random
+- best-of-N as PRM800K's protocol computes it (`trainer.evaluation.best_of_n`): per problem, a
+random
   subset of N of its samples, pick the highest-scored one (PRM, ORM) or the most frequent
   final answer (majority voting); accuracy is the share of problems whose pick is right,
   mean and std over trials.
@@ -17,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer import evaluate
-from trainer import metrics as m
-from trainer.dataset import Example
-from trainer.ml.prm import PRM, solution_score
-from trainer.ml.train import train_prm
-from trainer.params import TrainingParams
-from trainer.simulation.domain import Generator, Sample, make_problems
+from trainer.evaluation import best_of_n as evaluate
+from trainer.evaluation.simulation.domain import Generator, Sample, make_problems
+from trainer.training import metrics as m
+from trainer.training.dataset import Example
+from trainer.training.ml.prm import PRM, solution_score
+from trainer.training.ml.train import train_prm
+from trainer.training.params import TrainingParams
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ def best_of_n_curves(
     seed: int,
     verifiers: Sequence[str],
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """{method: {N: {"mean", "std"}}} for each verifier and "majority", by `trainer.evaluate`.
+    """{method: {N: {"mean", "std"}}} for each verifier and "majority", by
+    `trainer.evaluation.best_of_n`.
 
     Every method sees the same random subsets (the same seed). Answers here are digits, so
     answers are compared as strings rather than through the math grader.

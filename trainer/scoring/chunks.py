@@ -36,7 +36,7 @@ from labeling.models import Solution
 from trainer.models import ModelVersion, ScoringChunk
 
 if TYPE_CHECKING:
-    from trainer.ml.prm import PRM
+    from trainer.training.ml.prm import PRM
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ def score_chunk(*, chunk: ScoringChunk, prm: "PRM", batch_size: int = 32) -> int
     (0 when another worker took the chunk over meanwhile: that worker writes it; 0 when it was
     cancelled meanwhile: it ends cancelled, and the next planning reopens it)."""
     # Imported here to keep torch out of the web process, which never scores.
-    from trainer.score import scored_updates, write_scores
+    from trainer.scoring.store import scored_updates, write_scores
 
     claim = {"pk": chunk.pk, "status": Status.RUNNING, "attempts": chunk.attempts}
     try:
@@ -232,7 +232,7 @@ _loaded: dict[str, "PRM"] = {}
 
 def load_prm(model_version: ModelVersion) -> "PRM":
     """The version's model, kept loaded for the worker's next chunk (one model at a time)."""
-    from trainer.ml.prm import PRM
+    from trainer.training.ml.prm import PRM
 
     path = model_version.checkpoint_path
     if path not in _loaded:
