@@ -6,8 +6,30 @@ room imports the project package.
 """
 
 import importlib
+import logging
 
 from celery import current_app
+from kombu.exceptions import OperationalError as BrokerError
+
+from core.errors import Unavailable
+
+logger = logging.getLogger(__name__)
+
+
+class BrokerUnavailable(Unavailable):
+    """The work was not handed to a worker: the task broker is unreachable."""
+
+
+def send_task(name: str, args: tuple = (), *, task_id: str | None = None, what: str) -> None:
+    """Queue the task registered as `name`, or BrokerUnavailable saying what (`what`) could
+    not be queued."""
+    try:
+        queue_task(name, args, task_id=task_id)
+    except (BrokerError, OSError) as exc:
+        logger.warning("Could not queue %s: %s", what, exc)
+        raise BrokerUnavailable(
+            f"Could not queue {what}: the task broker is unreachable ({exc})."
+        ) from None
 
 
 def queue_task(

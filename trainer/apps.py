@@ -17,3 +17,5 @@ class TrainerConfig(AppConfig):
 
     def ready(self) -> None:
         post_migrate.connect(_create_cache_table, sender=self)
+        # Its receivers follow a model version that training records or activates.
+        from trainer import pipeline  # noqa: F401

@@ -8,7 +8,7 @@ version's chunks (`trainer.scoring.chunks`) and queues one chunk task per chunk,
 worker takes. What a killed worker left is queued again (`requeue_unfinished_scoring`) when a
 worker starts and from the periodic task.
 
-Tasks are queued by name (`core.queueing.queue_task`): `trainer.tasks` imports this module,
+Tasks are queued by name (`core.queueing.send_task`): `trainer.tasks` imports this module,
 so this module never imports `trainer.tasks` back.
 """
 
@@ -20,18 +20,20 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from kombu.exceptions import OperationalError as BrokerError
+from django.dispatch import receiver
 
-from core.errors import Conflict, Unavailable
-from core.queueing import queue_task
-from trainer.models import ModelVersion, TrainingRun
+from core import jobs
+from core.errors import DomainError
+from core.queueing import BrokerUnavailable, send_task
+from trainer.models import ModelVersion, SamplingRun, TrainingRun
+from trainer.sampling.signals import sampling_run_succeeded
 from trainer.scoring import chunks as scoring
 from trainer.selection import services as selection
-from trainer.selectors import active_model_version
+from trainer.selectors import NoActiveModelVersion, active_model_version
+from trainer.training.signals import model_version_activated, model_version_recorded
 
 logger = logging.getLogger(__name__)
 
-TRAIN_TASK = "trainer.tasks.train_task"
 SCORE_TASK = "trainer.tasks.score_task"
 SCORE_CHUNK_TASK = "trainer.tasks.score_chunk_task"
 SELECT_GENERATION_TASK = "trainer.tasks.select_generation_task"
@@ -39,39 +41,46 @@ SELECT_GENERATION_TASK = "trainer.tasks.select_generation_task"
 AFTER_RETRAIN = ("scheduled", "always", "never")
 
 
-class BrokerUnavailable(Unavailable):
-    """The work was not handed to a worker: the task broker is unreachable."""
+# --- what follows a model version (signals sent by trainer.training) ---------------------------
 
 
-class NoActiveModelVersion(Conflict):
-    """The request needs an active model version (to score the pool with) and none is."""
-
-
-def _send(name: str, args: tuple, *, task_id: str | None = None, what: str) -> None:
-    """Queue a task, or BrokerUnavailable saying what could not be queued."""
-    try:
-        queue_task(name, args, task_id=task_id)
-    except (BrokerError, OSError) as exc:
-        logger.warning("Could not queue %s: %s", what, exc)
-        raise BrokerUnavailable(
-            f"Could not queue {what}: the task broker is unreachable ({exc})."
-        ) from None
-
-
-# --- training ---------------------------------------------------------------------------------
-
-
-def queue_training(*, run: TrainingRun) -> None:
-    """Hand a recorded run to a GPU worker; its task id is the run's (BrokerUnavailable)."""
-    _send(TRAIN_TASK, (run.pk,), task_id=run.celery_task_id, what="the run")
-
-
-def after_model_version(*, run_id: int, model_version: ModelVersion) -> None:
+@receiver(model_version_recorded)
+def after_model_version(*, run_id: int, model_version: ModelVersion, **_signal) -> None:
     """Once the run's transaction commits: an active new version scores, then selects."""
     if not model_version.is_active:
         return
     queue_scoring(model_version_id=model_version.pk)
     select_after_retrain(run_id=run_id, model_version_id=model_version.pk)
+
+
+@receiver(sampling_run_succeeded)
+def select_after_sampling(*, run_id: int, **_signal) -> None:
+    """After a sampling run that asked for it succeeded: queue the next generation's selection
+    with the active model version (which scores the new solutions first). Logged on the run,
+    never raised: the run itself succeeded."""
+    run = SamplingRun.objects.get(pk=run_id)
+    if run.then_select is None:
+        return
+    try:
+        queued = request_generation(params=run.then_select)
+    except DomainError as exc:
+        logger.error("Selection after %s not queued: %s", run, exc)
+        jobs.append_log(
+            model=SamplingRun, pk=run_id, text=f"The next generation was not selected: {exc}"
+        )
+        return
+    jobs.append_log(
+        model=SamplingRun,
+        pk=run_id,
+        text=f"Selection of the next generation queued with {queued.model_version} "
+        f"(task {queued.task_id}).",
+    )
+
+
+@receiver(model_version_activated)
+def after_activation(*, model_version_id: int, **_signal) -> None:
+    """A version activated by hand rescores the pool."""
+    queue_scoring(model_version_id=model_version_id)
 
 
 # --- scoring ---------------------------------------------------------------------------------
@@ -84,7 +93,7 @@ def queue_scoring(*, model_version_id: int) -> None:
     queues the scoring again (`requeue_unfinished_scoring`).
     """
     try:
-        _send(
+        send_task(
             SCORE_TASK, (model_version_id,), what=f"scoring with model version {model_version_id}"
         )
     except BrokerUnavailable as exc:
@@ -115,7 +124,7 @@ def fan_out_scoring(*, model_version_id: int) -> int:
     scoring.plan_scoring(model_version=version)
     chunk_ids = scoring.chunks_to_do(model_version_id=version.pk)
     for chunk_id in chunk_ids:
-        _send(SCORE_CHUNK_TASK, (chunk_id,), what=f"scoring chunk {chunk_id}")
+        send_task(SCORE_CHUNK_TASK, (chunk_id,), what=f"scoring chunk {chunk_id}")
     return len(chunk_ids)
 
 
@@ -166,7 +175,7 @@ def requeue_unfinished_scoring(
     released = scoring.release_chunks(worker_hostname=worker_hostname, stale_before=stale_before)
     for chunk_id in released:
         try:
-            _send(SCORE_CHUNK_TASK, (chunk_id,), what=f"scoring chunk {chunk_id}")
+            send_task(SCORE_CHUNK_TASK, (chunk_id,), what=f"scoring chunk {chunk_id}")
         except BrokerUnavailable as exc:
             logger.error("%s", exc)
     version = active_model_version()
@@ -216,7 +225,7 @@ def request_generation(
 
 def _queue_selection(*, model_version: ModelVersion, params: dict[str, Any]) -> QueuedSelection:
     task_id = str(uuid.uuid4())
-    _send(
+    send_task(
         SELECT_GENERATION_TASK,
         (model_version.pk, params),
         task_id=task_id,

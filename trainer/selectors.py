@@ -13,6 +13,7 @@ from django.db.models import (
     Sum,
 )
 
+from core.errors import Conflict
 from labeling.models import (
     LabelingSession,
     Solution,
@@ -37,6 +38,10 @@ def training_run(*, run_id: int) -> TrainingRun:
 
 def model_versions() -> QuerySet[ModelVersion]:
     return ModelVersion.objects.select_related("training_run")
+
+
+class NoActiveModelVersion(Conflict):
+    """The request needs an active model version (to score the pool with) and none is."""
 
 
 def active_model_version() -> ModelVersion | None:

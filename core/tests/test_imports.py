@@ -32,7 +32,9 @@ def imports_of(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from trainer import pipeline` imports trainer.pipeline: both are counted.
             found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -107,3 +109,38 @@ def test_only_training_ml_imports_torch():
     assert not wrong, "torch-side imports outside trainer/training/ml/:\n" + "\n".join(
         sorted(wrong)
     )
+
+
+# The model side's rooms, packages of the trainer app: each may import these besides itself
+# (and the apps below trainer). The app's own modules (tables, pipeline, tasks, pages) and a
+# room's pages and API (its views, api, forms, serializers and urls) are wiring: they may
+# import every room, as a form that chains a selection after a sampling run must.
+TRAINER_MAY_IMPORT: dict[str, set[str]] = {
+    "sampling": {"models"},
+    "training": {"models", "selectors", "sampling"},
+    "scoring": {"models", "selectors", "training"},
+    "selection": {"models", "selectors", "training", "scoring"},
+    "evaluation": {"models", "selectors", "training", "scoring", "selection", "sampling"},
+}
+WIRING = {"views", "api", "forms", "serializers", "urls", "api_urls"}
+
+
+def trainer_room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "trainer" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def test_the_model_sides_rooms_import_only_the_rooms_below_them():
+    wrong = []
+    for room in TRAINER_MAY_IMPORT:
+        for path in sorted((ROOT / "trainer" / room).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if "tests" in parts or parts[-1] in WIRING:
+                continue
+            for module in imports_of(path):
+                target = trainer_room(module)
+                if target and target != room and target not in TRAINER_MAY_IMPORT[room]:
+                    wrong.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not wrong, "arrows between the model side's rooms:\n" + "\n".join(sorted(wrong))

@@ -117,5 +117,7 @@ class SamplingRunForm(forms.Form):
                 raise forms.ValidationError("A run of rollouts needs solution ids.")
         self.then_select = None
         if data.get("then_select"):
-            self.then_select = params_from_form(self, SelectionParams, only=["batch_size"])
+            self.then_select = params_from_form(
+                self, SelectionParams, only=["batch_size"]
+            ).to_dict()
         return data

@@ -15,6 +15,7 @@ import logging
 import os
 import traceback
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -25,7 +26,8 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from core import jobs
 from core.errors import DomainError, Invalid, NotFound
-from core.queueing import queue_task
+from core.params import Params
+from core.queueing import BrokerUnavailable, queue_task
 from generators import (
     GeneratorSpec,
     InvalidGenerator,
@@ -36,9 +38,8 @@ from generators import (
 from generators.models import LocalModel
 from labeling.grading import grade_answer
 from labeling.models import Problem, Solution, solution_digest
-from trainer import pipeline
 from trainer.models import RolloutLabel, SamplingRun, SamplingRunItem
-from trainer.selection import services as selection
+from trainer.sampling.signals import sampling_run_succeeded
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def request_sampling_run(
     samples: int,
     problem_ids: list[int] | None = None,
     solution_ids: list[int] | None = None,
-    then_select: "selection.SelectionParams | dict | None" = None,
+    then_select: "Params | Mapping[str, Any] | None" = None,
     origin: str = jobs.JobOrigin.PAGE,
     enqueue: bool = True,
 ) -> SamplingRun:
@@ -163,10 +164,12 @@ def request_sampling_run(
         raise InvalidSamplingRun(f"At most {MAX_ITEMS} items per run, not {len(ids)}.")
     _check_ids(model, ids, what=model._meta.verbose_name)
     if then_select is not None:
-        # Checked now so a bad parameter is refused here, not logged after hours of sampling.
-        if not isinstance(then_select, selection.SelectionParams):
-            then_select = selection.SelectionParams.from_dict(then_select)
-        then_select = then_select.to_dict()
+        # Checked by the edge that takes it (the form, the API) with the selection's own
+        # parameters, so a bad one is refused there, not logged after hours of sampling; and
+        # again when the selection is requested.
+        then_select = (
+            then_select.to_dict() if hasattr(then_select, "to_dict") else dict(then_select)
+        )
 
     mark_stale_sampling_runs_failed(older_than=jobs.stale_cutoff())
     with transaction.atomic():
@@ -198,7 +201,7 @@ def request_sampling_run(
 def _queued_or_raise(run_id: int) -> SamplingRun:
     run = SamplingRun.objects.get(pk=run_id)
     if run.status == Status.FAILED:
-        raise pipeline.BrokerUnavailable(run.error)
+        raise BrokerUnavailable(run.error)
     return run
 
 
@@ -327,7 +330,10 @@ def execute_sampling_run(
         run = SamplingRun.objects.get(pk=run_id)
         _log_to_run(run_id, f"Done: {run.stored} stored, skipped {run.skipped or 'none'}.")
         if run.then_select is not None:
-            transaction.on_commit(partial(_select_next_generation, run_id=run_id))
+            # The selection it chains listens (trainer.pipeline): sampling stays below it.
+            transaction.on_commit(
+                partial(sampling_run_succeeded.send, sender=SamplingRun, run_id=run_id)
+            )
     elif jobs.finish(model=SamplingRun, pk=run_id, status=Status.CANCELLED):
         _log_to_run(run_id, "Stopped: cancelled during its last item, which is kept.")
     return SamplingRun.objects.get(pk=run_id)
@@ -460,24 +466,6 @@ def _roll_out_item(*, run: SamplingRun, item: SamplingRunItem, generator, settin
         stored = len(labels)
         line = f"Solution {item.solution_id} (item {item.position}): {stored} rollout labels."
         _complete(locked=locked, item=item, stored=stored, skipped={}, line=line)
-
-
-def _select_next_generation(*, run_id: int) -> None:
-    """After a run that asked for it succeeded: queue the next generation's selection with the
-    active model version (which scores the new solutions first). Logged, never raised: the run
-    itself succeeded."""
-    run = SamplingRun.objects.get(pk=run_id)
-    try:
-        queued = pipeline.request_generation(params=run.then_select)
-    except DomainError as exc:
-        logger.error("Selection after %s not queued: %s", run, exc)
-        _log_to_run(run_id, f"The next generation was not selected: {exc}")
-        return
-    _log_to_run(
-        run_id,
-        f"Selection of the next generation queued with {queued.model_version} "
-        f"(task {queued.task_id}).",
-    )
 
 
 # --- recording --------------------------------------------------------------------------------

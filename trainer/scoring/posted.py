@@ -12,8 +12,8 @@ import threading
 from dataclasses import dataclass
 
 from core.errors import Unavailable
-from trainer import pipeline
 from trainer.models import ModelVersion
+from trainer.selectors import NoActiveModelVersion
 
 MAX_SOLUTIONS = 256
 MAX_STEPS = 128
@@ -58,7 +58,7 @@ def score_posted(
 
     version = ModelVersion.objects.filter(is_active=True).first()
     if version is None:
-        raise pipeline.NoActiveModelVersion(
+        raise NoActiveModelVersion(
             "No model version is active: train one or activate one to score with."
         )
     with _lock:

@@ -17,6 +17,7 @@ import requests
 from celery.app.task import Task
 
 import trainer
+from core import queueing
 from generators import GeneratorSpec, SamplingSettings
 from labeling.models import Generation, Problem, Solution
 from labeling.tests.interleave import Meeting, require_postgresql, run_in_threads
@@ -212,7 +213,7 @@ def test_the_first_tasks_two_threads_queue_are_found_and_neither_answers_500(
     require_postgresql()
     second_done = threading.Event()
     entered = []
-    real_queue_task = pipeline.queue_task
+    real_queue_task = queueing.queue_task
     real_find = celery.loaders.base.find_related_module
 
     def queue_task(name, args=(), **kwargs):
@@ -228,7 +229,7 @@ def test_the_first_tasks_two_threads_queue_are_found_and_neither_answers_500(
         second_done.wait(timeout=10)
         return real_find(package, related_name)
 
-    monkeypatch.setattr(pipeline, "queue_task", queue_task)
+    monkeypatch.setattr(queueing, "queue_task", queue_task)
     monkeypatch.setattr(celery.loaders.base, "find_related_module", slow_find)
     answers = run_in_threads(
         *(partial(activate, live_server, researcher_token, v) for v in versions)
@@ -350,7 +351,7 @@ def test_a_sampling_run_cancelled_during_its_last_item_ends_cancelled_and_select
     the run ends cancelled, not succeeded, and the selection it was to chain is not queued."""
     ModelVersion.objects.create(name="v", checkpoint_path="/m/v", is_active=True)
     sent = []
-    monkeypatch.setattr(pipeline, "_send", lambda name, args, **kw: sent.append(name))
+    monkeypatch.setattr(pipeline, "send_task", lambda name, args, **kw: sent.append(name))
     problems = [Problem.objects.create(text=f"What is {n} + 5?", answer="5") for n in range(2)]
     run = sampling.request_sampling_run(
         user=None,

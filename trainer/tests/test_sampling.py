@@ -381,6 +381,26 @@ def test_the_api_starts_watches_cancels_and_resumes_a_run(
 
 
 @pytest.mark.django_db
+def test_the_api_records_the_selection_a_run_chains_with_its_settings_filled_in(
+    client, make_user, settings
+):
+    settings.SELECTION_PER_PROBLEM_CAP = 7
+    problem = make_problems(1)[0]
+    client.force_login(make_user("rita", "researcher"))
+    body = {
+        "problem_ids": [problem.pk],
+        "samples": 2,
+        "generator": FAKE.to_dict(),
+        "then_select": {"batch_size": 3},
+    }
+    with mock.patch("trainer.sampling.services.queue_task"):
+        response = client.post("/api/sampling-runs/", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    then_select = SamplingRun.objects.get().then_select
+    assert then_select["batch_size"] == 3 and then_select["per_problem_cap"] == 7
+
+
+@pytest.mark.django_db
 def test_the_api_answers_400_for_bad_ids_and_settings_never_500(client, make_user):
     problem = make_problems(1)[0]
     solution = Solution.objects.create(
@@ -441,12 +461,15 @@ def test_a_succeeded_run_that_asked_for_it_queues_the_next_generations_selection
 ):
     from trainer import pipeline
     from trainer.models import ModelVersion
+    from trainer.selection.services import SelectionParams
 
     version = ModelVersion.objects.create(name="v", checkpoint_path="/m/v", is_active=True)
     queued = []
-    monkeypatch.setattr(pipeline, "_send", lambda name, args, **kw: queued.append((name, args)))
+    monkeypatch.setattr(pipeline, "send_task", lambda name, args, **kw: queued.append((name, args)))
     scripted(lambda text, seed: f"Step {seed}.\n\n# Answer\n\n5")
-    run = request(make_problems(1), then_select={"batch_size": 3})
+    # As the form and the API hand it over: checked, with the SELECTION_* settings filled in.
+    then_select = SelectionParams.from_dict({"batch_size": 3})
+    run = request(make_problems(1), then_select=then_select)
     with django_capture_on_commit_callbacks(execute=True):
         execute(run)
     run.refresh_from_db()

@@ -2,7 +2,7 @@
 
 One version is active at a time (a database constraint): the one that scores the pool and
 selects. Activating a version queues the rescoring of every solution with it
-(`trainer.pipeline.queue_scoring`).
+(`trainer.pipeline` listens to `model_version_activated` and queues it).
 """
 
 from functools import partial
@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from core import locks
 from core.errors import Conflict
-from trainer import pipeline
 from trainer.models import ModelVersion, TrainingRun
 from trainer.selectors import active_model_version
+from trainer.training.signals import model_version_activated
 
 
 class ActivationConflict(Conflict):
@@ -93,7 +93,13 @@ def activate_model_version(*, model_version_id: int) -> ModelVersion:
             version = ModelVersion.objects.select_for_update().get(pk=model_version_id)
             if not version.is_active:
                 _activate(version)
-                transaction.on_commit(partial(pipeline.queue_scoring, model_version_id=version.pk))
+                transaction.on_commit(
+                    partial(
+                        model_version_activated.send,
+                        sender=ModelVersion,
+                        model_version_id=version.pk,
+                    )
+                )
     except IntegrityError:
         raise ActivationConflict(
             "Another model version was activated at the same moment."

@@ -29,12 +29,13 @@ from django.utils import timezone
 
 from core import jobs
 from core.errors import Conflict, DomainError
-from trainer import pipeline
+from core.queueing import BrokerUnavailable, send_task
 from trainer.models import ModelVersion, TrainingRun
 from trainer.selectors import active_model_version, submitted_sessions_since
 from trainer.training import dataset, model_versions
 from trainer.training.base_models import resolve_base_model
 from trainer.training.params import TrainingParams
+from trainer.training.signals import model_version_recorded
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +43,9 @@ Status = TrainingRun.Status
 
 # Progress reaches the database at most this often: a step can take milliseconds.
 FLUSH_SECONDS = 1.0
+
+
+TRAIN_TASK = "trainer.tasks.train_task"
 
 
 class TrainingRefused(jobs.JobRefused):
@@ -108,14 +112,16 @@ def request_training_run(
         ) from None
     run.refresh_from_db()
     if run.status == Status.FAILED:
-        raise pipeline.BrokerUnavailable(run.error)
+        raise BrokerUnavailable(run.error)
     return run
 
 
 def _queue(*, run_id: int) -> None:
+    """Hand a recorded run to a GPU worker; its task id is the run's."""
+    run = TrainingRun.objects.get(pk=run_id)
     try:
-        pipeline.queue_training(run=TrainingRun.objects.get(pk=run_id))
-    except pipeline.BrokerUnavailable as exc:
+        send_task(TRAIN_TASK, (run.pk,), task_id=run.celery_task_id, what="the run")
+    except BrokerUnavailable as exc:
         jobs.finish(
             model=TrainingRun,
             pk=run_id,
@@ -289,8 +295,14 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
 
     version = _record(run_id=run_id, result=result, recorder=recorder)
     if version is not None:
+        # What follows (scoring, selection) listens: trainer.pipeline.
         transaction.on_commit(
-            partial(pipeline.after_model_version, run_id=run_id, model_version=version)
+            partial(
+                model_version_recorded.send,
+                sender=TrainingRun,
+                run_id=run_id,
+                model_version=version,
+            )
         )
     return TrainingRun.objects.get(pk=run_id)
 
