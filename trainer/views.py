@@ -6,8 +6,6 @@ the next one).
 A refusal on a form page is shown on that page, with the status core.errors gives its kind.
 """
 
-from functools import partial
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -117,30 +115,19 @@ def _run_context(run: TrainingRun) -> dict:
     }
 
 
-@login_required
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    _require_researcher(request)
-    return render(request, "trainer/run_detail.html", _run_context(_run_or_404(run_id)))
-
-
-@login_required
-def run_progress(request: HttpRequest, run_id: int) -> HttpResponse:
-    """The live part of a run page; htmx polls it every 2 s and stops once the run is over."""
-    _require_researcher(request)
-    return render(request, "trainer/_run_progress.html", _run_context(_run_or_404(run_id)))
-
-
-@login_required
-@require_POST
-def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    _require_researcher(request)
-    _run_or_404(run_id)
-    return job_views.cancel(
-        request,
-        cancel_job=partial(runs.cancel_training_run, run_id=run_id),
-        stops="at its next step",
-        then=reverse("run-detail", args=[run_id]),
-    )
+RUN_PAGES = job_views.JobPages(
+    allowed=_require_researcher,
+    get=_run_or_404,
+    context=_run_context,
+    page_template="trainer/run_detail.html",
+    progress_template="trainer/_run_progress.html",
+    page_url="run-detail",
+    cancel_job=runs.cancel_training_run,
+    stops="at its next step",
+)
+run_detail = login_required(RUN_PAGES.page)
+run_progress = login_required(RUN_PAGES.progress)
+run_cancel = login_required(require_POST(RUN_PAGES.cancel))
 
 
 @login_required

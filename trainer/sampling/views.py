@@ -3,14 +3,11 @@
 A refusal on the form page is shown on that page, with the status core.errors gives its kind.
 """
 
-from functools import partial
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from core import job_views
@@ -97,30 +94,19 @@ def _context(run: SamplingRun) -> dict:
     }
 
 
-@login_required
-def sampling_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    _require_researcher(request)
-    return render(request, "trainer/sampling_detail.html", _context(_run_or_404(run_id)))
-
-
-@login_required
-def sampling_progress(request: HttpRequest, run_id: int) -> HttpResponse:
-    """The live part of a run page; htmx polls it every 2 s and stops once the run is over."""
-    _require_researcher(request)
-    return render(request, "trainer/_sampling_progress.html", _context(_run_or_404(run_id)))
-
-
-@login_required
-@require_POST
-def sampling_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    _require_researcher(request)
-    _run_or_404(run_id)
-    return job_views.cancel(
-        request,
-        cancel_job=partial(sampling.cancel_sampling_run, run_id=run_id),
-        stops="after its current item",
-        then=reverse("sampling-detail", args=[run_id]),
-    )
+PAGES = job_views.JobPages(
+    allowed=_require_researcher,
+    get=_run_or_404,
+    context=_context,
+    page_template="trainer/sampling_detail.html",
+    progress_template="trainer/_sampling_progress.html",
+    page_url="sampling-detail",
+    cancel_job=sampling.cancel_sampling_run,
+    stops="after its current item",
+)
+sampling_detail = login_required(PAGES.page)
+sampling_progress = login_required(PAGES.progress)
+sampling_cancel = login_required(require_POST(PAGES.cancel))
 
 
 @login_required
