@@ -211,7 +211,7 @@ class RateView(APIView):
         session = workbench.rate_step(
             session_id=pk,
             labeler=labeler,
-            step_index=body.validated_data["step"],
+            step_index=body.validated_data["step_index"],
             rating=body.validated_data["rating"],
             flagged=body.validated_data["flagged"],
             completion_index=body.validated_data["completion_index"],
@@ -339,7 +339,7 @@ class HumanCompletionView(APIView):
         session = workbench.write_human_completion(
             session_id=pk,
             labeler=labeler,
-            step_index=body.validated_data["step"],
+            step_index=body.validated_data["step_index"],
             text=body.validated_data["text"],
         )
         session = _session_answer(session, labeler)
@@ -415,8 +415,8 @@ class LiveActionView(APIView):
             session = live.rate_proposal(
                 session_id=pk,
                 labeler=labeler,
-                step_index=d["step"],
-                completion_index=d["completion"],
+                step_index=d["step_index"],
+                completion_index=d["completion_index"],
                 rating=d["rating"],
                 flagged=d["flagged"],
             )
@@ -424,15 +424,17 @@ class LiveActionView(APIView):
             session = live.choose_proposal(
                 session_id=pk,
                 labeler=labeler,
-                step_index=d["step"],
-                completion_index=d["completion"],
+                step_index=d["step_index"],
+                completion_index=d["completion_index"],
             )
         elif action == "write":
             session = live.write_step(
-                session_id=pk, labeler=labeler, step_index=d["step"], text=d["text"]
+                session_id=pk, labeler=labeler, step_index=d["step_index"], text=d["text"]
             )
         elif action == "retry":
-            session = live.retry_proposals(session_id=pk, labeler=labeler, step_index=d["step"])
+            session = live.retry_proposals(
+                session_id=pk, labeler=labeler, step_index=d["step_index"]
+            )
         else:
             session = live.finish_live(
                 session_id=pk,

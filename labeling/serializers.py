@@ -266,8 +266,48 @@ class NextSessionSerializer(BlindToLabelers, serializers.Serializer):
     )
 
 
-class RateSerializer(serializers.Serializer):
-    step = serializers.IntegerField(min_value=0, help_text="Step index, from 0.")
+class ItemRequestSerializer(serializers.Serializer):
+    """A request that names a step (`step_index`) and, where asked, one of its completions
+    (`completion_index`). `step` and `completion`, the names these fields had in the API, are
+    still taken (deprecated): clients exist."""
+
+    ALIASES = {"step_index": "step", "completion_index": "completion"}
+    REQUIRED = ("step_index",)
+
+    step_index = serializers.IntegerField(
+        min_value=0, required=False, help_text="The step's index, from 0."
+    )
+    step = serializers.IntegerField(
+        min_value=0, required=False, help_text="Deprecated: the same as step_index."
+    )
+
+    def validate(self, data: dict) -> dict:
+        data = super().validate(data)
+        for name, old in self.ALIASES.items():
+            if old not in data:
+                continue
+            value = data.pop(old)
+            if name in data and data[name] != value:
+                raise serializers.ValidationError({old: f"Says otherwise than {name}."})
+            data.setdefault(name, value)
+        missing = [name for name in self.REQUIRED if name not in data]
+        if missing:
+            raise serializers.ValidationError(dict.fromkeys(missing, "This field is required."))
+        return data
+
+
+class CompletionRequestSerializer(ItemRequestSerializer):
+    REQUIRED = ("step_index", "completion_index")
+
+    completion_index = serializers.IntegerField(
+        min_value=0, required=False, help_text="0 is the step itself; 1..n its alternatives."
+    )
+    completion = serializers.IntegerField(
+        min_value=0, required=False, help_text="Deprecated: the same as completion_index."
+    )
+
+
+class RateSerializer(ItemRequestSerializer):
     rating = serializers.ChoiceField(choices=prm800k.RATINGS)
     flagged = serializers.BooleanField(default=False, help_text="The labeler is unsure.")
     completion_index = serializers.IntegerField(
@@ -334,8 +374,7 @@ class NewTokenSerializer(serializers.Serializer):
     expiry = serializers.DateTimeField(allow_null=True)
 
 
-class HumanCompletionSerializer(serializers.Serializer):
-    step = serializers.IntegerField(min_value=0, help_text="Index of the step rated -1.")
+class HumanCompletionSerializer(ItemRequestSerializer):
     text = serializers.CharField(
         allow_blank=True,
         trim_whitespace=False,
@@ -382,25 +421,21 @@ class LiveGenerationSerializer(serializers.Serializer):
     live = serializers.DictField(source="params.live")
 
 
-class LiveRateSerializer(serializers.Serializer):
-    step = serializers.IntegerField(min_value=0)
-    completion = serializers.IntegerField(min_value=0)
+class LiveRateSerializer(CompletionRequestSerializer):
     rating = serializers.ChoiceField(choices=prm800k.RATINGS)
     flagged = serializers.BooleanField(default=False)
 
 
-class LiveChooseSerializer(serializers.Serializer):
-    step = serializers.IntegerField(min_value=0)
-    completion = serializers.IntegerField(min_value=0)
+class LiveChooseSerializer(CompletionRequestSerializer):
+    pass
 
 
-class LiveWriteSerializer(serializers.Serializer):
-    step = serializers.IntegerField(min_value=0)
+class LiveWriteSerializer(ItemRequestSerializer):
     text = serializers.CharField(max_length=5000)
 
 
-class LiveStepSerializer(serializers.Serializer):
-    step = serializers.IntegerField(min_value=0)
+class LiveStepSerializer(ItemRequestSerializer):
+    pass
 
 
 class LiveFinishSerializer(serializers.Serializer):

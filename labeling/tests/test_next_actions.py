@@ -176,3 +176,21 @@ def test_where_the_page_expects_the_keys_next_is_where_the_server_then_sends_the
             # was answered, by the `then` of an item that answer had not yet opened.
             assert items(older)[item["key"]]["then"][str(rating)] == answer["active"]
         older, actions, ahead = actions, answer, typed_ahead
+
+
+def test_a_rating_names_its_item_as_the_page_does_and_the_old_names_still_answer(api):
+    sid = api.post("/api/sessions/next/").json()["session"]["id"]
+    url = f"/api/sessions/{sid}/rate/"
+    # The names the page posts: step_index and completion_index.
+    assert api.post(url, {"step_index": 0, "rating": 1}, format="json").status_code == 200
+    # `step`, the API's name before: deprecated, still taken.
+    answer = api.post(url, {"step": 1, "rating": -1}, format="json")
+    assert answer.status_code == 200
+    assert answer.json()["state"]["next_actions"]["active"] == "s1c1"
+    both = {"step_index": 1, "step": 1, "completion_index": 1, "rating": 0}
+    assert api.post(url, both, format="json").status_code == 200
+    # Two names that disagree, or none, are a 400 that says which.
+    clash = api.post(url, {"step_index": 1, "step": 2, "rating": 0}, format="json")
+    assert clash.status_code == 400 and "step" in clash.json()
+    missing = api.post(url, {"rating": 0}, format="json")
+    assert missing.status_code == 400 and "step_index" in missing.json()
