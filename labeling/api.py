@@ -234,7 +234,7 @@ class SubmitView(APIView):
             session_id=pk,
             labeler=labeler,
             finish_reason=body.validated_data["finish_reason"],
-            reason_text=body.validated_data["reason"],
+            finish_reason_text=body.validated_data["finish_reason_text"],
         )
         session = _session_answer(session, labeler)
         return Response(s.SessionSerializer(session, context={"request": request}).data)
@@ -440,7 +440,7 @@ class LiveActionView(APIView):
                 session_id=pk,
                 labeler=labeler,
                 finish_reason=d["finish_reason"],
-                reason_text=d["reason"],
+                finish_reason_text=d["finish_reason_text"],
             )
         session.refresh_from_db()
         return Response(live.live_state(session=session))

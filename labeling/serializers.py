@@ -266,10 +266,33 @@ class NextSessionSerializer(BlindToLabelers, serializers.Serializer):
     )
 
 
-class ItemRequestSerializer(serializers.Serializer):
+class RenamedFieldsSerializer(serializers.Serializer):
+    """A request whose fields were renamed: each old name in ALIASES (new -> old) is still
+    taken, deprecated, since clients exist; naming both with different values is a 400. The
+    fields in REQUIRED must come under one of their names."""
+
+    ALIASES: dict[str, str] = {}
+    REQUIRED: tuple[str, ...] = ()
+
+    def validate(self, data: dict) -> dict:
+        data = super().validate(data)
+        for name, old in self.ALIASES.items():
+            if old not in data:
+                continue
+            value = data.pop(old)
+            # The new name as sent, not as its default filled it in.
+            if name in self.initial_data and data.get(name) != value:
+                raise serializers.ValidationError({old: f"Says otherwise than {name}."})
+            data[name] = value
+        missing = [name for name in self.REQUIRED if name not in data]
+        if missing:
+            raise serializers.ValidationError(dict.fromkeys(missing, "This field is required."))
+        return data
+
+
+class ItemRequestSerializer(RenamedFieldsSerializer):
     """A request that names a step (`step_index`) and, where asked, one of its completions
-    (`completion_index`). `step` and `completion`, the names these fields had in the API, are
-    still taken (deprecated): clients exist."""
+    (`completion_index`): the names the page posts (`step` and `completion` before)."""
 
     ALIASES = {"step_index": "step", "completion_index": "completion"}
     REQUIRED = ("step_index",)
@@ -280,20 +303,6 @@ class ItemRequestSerializer(serializers.Serializer):
     step = serializers.IntegerField(
         min_value=0, required=False, help_text="Deprecated: the same as step_index."
     )
-
-    def validate(self, data: dict) -> dict:
-        data = super().validate(data)
-        for name, old in self.ALIASES.items():
-            if old not in data:
-                continue
-            value = data.pop(old)
-            if name in data and data[name] != value:
-                raise serializers.ValidationError({old: f"Says otherwise than {name}."})
-            data.setdefault(name, value)
-        missing = [name for name in self.REQUIRED if name not in data]
-        if missing:
-            raise serializers.ValidationError(dict.fromkeys(missing, "This field is required."))
-        return data
 
 
 class CompletionRequestSerializer(ItemRequestSerializer):
@@ -317,10 +326,15 @@ class RateSerializer(ItemRequestSerializer):
     )
 
 
-class SubmitSerializer(serializers.Serializer):
+class SubmitSerializer(RenamedFieldsSerializer):
+    ALIASES = {"finish_reason_text": "reason"}
+
     finish_reason = serializers.ChoiceField(choices=FinishReason.choices)
-    reason = serializers.CharField(
+    finish_reason_text = serializers.CharField(
         required=False, allow_blank=True, default="", help_text="Required to give up or report."
+    )
+    reason = serializers.CharField(
+        required=False, allow_blank=True, help_text="Deprecated: the same as finish_reason_text."
     )
 
 
@@ -438,6 +452,16 @@ class LiveStepSerializer(ItemRequestSerializer):
     pass
 
 
-class LiveFinishSerializer(serializers.Serializer):
+class LiveFinishSerializer(RenamedFieldsSerializer):
+    ALIASES = {"finish_reason_text": "reason"}
+
     finish_reason = serializers.ChoiceField(choices=["found_error", "give_up", "bad_problem"])
-    reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+    finish_reason_text = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=5000
+    )
+    reason = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=5000,
+        help_text="Deprecated: the same as finish_reason_text.",
+    )

@@ -206,7 +206,7 @@ def submit(request: HttpRequest, session_id: int) -> HttpResponse:
         session_id=session_id,
         labeler=labeler,
         finish_reason=request.POST.get("finish_reason", ""),
-        reason_text=request.POST.get("reason", ""),
+        finish_reason_text=request.POST.get("reason", ""),
     )
     return _next_solution(request, labeler, confirmation="Submitted: your label is saved.")
 
@@ -550,7 +550,7 @@ def live_finish(request: HttpRequest, session_id: int) -> HttpResponse:
         session_id=session_id,
         labeler=labeler,
         finish_reason=request.POST.get("finish_reason", ""),
-        reason_text=request.POST.get("reason", ""),
+        finish_reason_text=request.POST.get("reason", ""),
     )
     return _next_solution(request, labeler, confirmation="Submitted: your trajectory is saved.")
 

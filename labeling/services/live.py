@@ -522,7 +522,7 @@ def finish_live(
     session_id: int,
     labeler: Labeler,
     finish_reason: str,
-    reason_text: str = "",
+    finish_reason_text: str = "",
     now: datetime | None = None,
 ) -> LabelingSession:
     """End the trajectory: found_error (every proposal -1, none written), give_up or
@@ -535,24 +535,29 @@ def finish_live(
             return session
         session = _live_session(session_id=session_id, labeler=labeler)
         step = StepLabel.objects.filter(session=session).order_by("-index").first()
-        reason_text = (reason_text or "").strip()
+        finish_reason_text = (finish_reason_text or "").strip()
         if finish_reason == "found_error":
             ratings = [] if step is None else list(step.ratings.values_list("rating", flat=True))
             if not ratings or any(r != -1 for r in ratings):
                 raise LabelingRefused("found_error ends a step whose every proposal is rated -1.")
         elif finish_reason in ("give_up", "bad_problem"):
-            if not reason_text:
+            if not finish_reason_text:
                 raise LiveInvalid("Please give a short reason.")
             if step is not None and not step.ratings.exists():
                 # Proposals never shown are no part of the label.
                 step.delete()
             if finish_reason == "bad_problem":
-                reports.record_report(session=session, reason=reason_text, now=now)
+                reports.record_report(session=session, reason=finish_reason_text, now=now)
         elif finish_reason == "solution":
             raise LabelingRefused("A trajectory reaches its solution by choosing the answer step.")
         else:
             raise LiveInvalid("finish_reason must be found_error, give_up or bad_problem.")
-        _end(session=session, finish_reason=finish_reason, reason_text=reason_text, now=now)
+        _end(
+            session=session,
+            finish_reason=finish_reason,
+            finish_reason_text=finish_reason_text,
+            now=now,
+        )
     return session
 
 
@@ -569,7 +574,7 @@ def _advance(*, session: LabelingSession, text: str, now: datetime) -> None:
         solution.answer = answer
         solution.is_correct = grading.grade_answer(solution.answer, solution.problem.answer)
         solution.save(update_fields=["steps", "answer", "is_correct", "content_hash"])
-        _end(session=session, finish_reason="solution", reason_text="", now=now)
+        _end(session=session, finish_reason="solution", finish_reason_text="", now=now)
         return
     solution.save(update_fields=["steps", "content_hash"])
     _new_step(session=session, index=len(solution.steps))
@@ -577,10 +582,12 @@ def _advance(*, session: LabelingSession, text: str, now: datetime) -> None:
     session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
 
 
-def _end(*, session: LabelingSession, finish_reason: str, reason_text: str, now: datetime) -> None:
+def _end(
+    *, session: LabelingSession, finish_reason: str, finish_reason_text: str, now: datetime
+) -> None:
     touch(session, now)
     session.finish_reason = finish_reason
-    session.finish_reason_text = reason_text
+    session.finish_reason_text = finish_reason_text
     session.submitted_at = now
     session.save()
 

@@ -403,7 +403,7 @@ def submit_session(
     session_id: int,
     labeler: Labeler,
     finish_reason: str,
-    reason_text: str = "",
+    finish_reason_text: str = "",
     now: datetime | None = None,
 ) -> LabelingSession:
     """Finish a session. Submitting the same outcome twice is a no-op."""
@@ -429,19 +429,19 @@ def submit_session(
             if refused:
                 raise LabelingRefused(refused)
         elif finish_reason in ("bad_problem", "give_up"):
-            if not reason_text.strip():
+            if not finish_reason_text.strip():
                 raise LabelingRefused("Please give a short reason.")
             if finish_reason == "bad_problem":
                 # A report, not a verdict: one labeler's view does not mark the problem bad
                 # for everyone (an admin confirms or dismisses it).
-                reports.record_report(session=session, reason=reason_text.strip(), now=now)
+                reports.record_report(session=session, reason=finish_reason_text.strip(), now=now)
         else:
             raise LabelingRefused(
                 "finish_reason must be one of " + ", ".join(FinishReason.values) + "."
             )
         touch(session, now)
         session.finish_reason = finish_reason
-        session.finish_reason_text = reason_text.strip()
+        session.finish_reason_text = finish_reason_text.strip()
         session.submitted_at = now
         session.save(
             update_fields=[

@@ -197,8 +197,17 @@ def test_the_api_finishes_a_minus_one_with_alternatives_as_the_page_does(one_sol
     assert again.status_code == 409 and "already finished" in again.json()["detail"]
 
 
-@pytest.mark.parametrize("finish_reason", ["solution", "bad_problem", "give_up"])
-def test_the_api_submits_every_finish_reason(one_solution, finish_reason):
+@pytest.mark.parametrize(
+    ("finish_reason", "text_field"),
+    [
+        ("solution", "finish_reason_text"),
+        ("bad_problem", "finish_reason_text"),
+        ("give_up", "finish_reason_text"),
+        # `reason`, the field's name before: deprecated, still taken.
+        ("give_up", "reason"),
+    ],
+)
+def test_the_api_submits_every_finish_reason(one_solution, finish_reason, text_field):
     client = one_solution
     sid = client.post("/api/sessions/next/").json()["session"]["id"]
     submit = f"/api/sessions/{sid}/submit/"
@@ -212,7 +221,7 @@ def test_the_api_submits_every_finish_reason(one_solution, finish_reason):
         unexplained = client.post(submit, {"finish_reason": finish_reason})
         assert unexplained.status_code == 409 and "reason" in unexplained.json()["detail"]
         reason = "The statement is ambiguous."
-    done = client.post(submit, {"finish_reason": finish_reason, "reason": reason})
+    done = client.post(submit, {"finish_reason": finish_reason, text_field: reason})
     assert done.status_code == 200, done.content
     assert (done.json()["finish_reason"], done.json()["finish_reason_text"]) == (
         finish_reason,

@@ -182,7 +182,7 @@ def test_two_trajectories_of_one_problem_do_not_collide(
     assert a.solution_id != b.solution_id
     # The same problem is not served twice to one labeler once finished.
     live.finish_live(
-        session_id=a.pk, labeler=a.labeler, finish_reason="give_up", reason_text="hard"
+        session_id=a.pk, labeler=a.labeler, finish_reason="give_up", finish_reason_text="hard"
     )
     assert next_session(labeler=a.labeler) is None
 

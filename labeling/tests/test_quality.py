@@ -56,7 +56,7 @@ def label(labeler, solution, ratings, *, finish_reason=None, total_time=60_000, 
         session_id=session.pk,
         labeler=labeler,
         finish_reason=finish_reason,
-        reason_text="too hard" if finish_reason == "give_up" else "",
+        finish_reason_text="too hard" if finish_reason == "give_up" else "",
         now=when,
     )
     LabelingSession.objects.filter(pk=session.pk).update(total_time=total_time)

@@ -38,7 +38,7 @@ def report(labeler, reason: str = "The answer key is wrong.", now=None):
         session_id=session.pk,
         labeler=labeler,
         finish_reason="bad_problem",
-        reason_text=reason,
+        finish_reason_text=reason,
         now=now,
     )
 
@@ -53,7 +53,7 @@ def give_up(labeler) -> Solution:
     """Serve the labeler's next solution and give up on it."""
     got = next_session(labeler=labeler)
     submit_session(
-        session_id=got.session.pk, labeler=labeler, finish_reason="give_up", reason_text="x"
+        session_id=got.session.pk, labeler=labeler, finish_reason="give_up", finish_reason_text="x"
     )
     return got.session.solution
 
@@ -231,7 +231,7 @@ def test_the_prm800k_export_of_a_bad_problem_session_is_unchanged(
         session_id=sid,
         labeler=labeler,
         finish_reason="bad_problem",
-        reason_text="Ambiguous.",
+        finish_reason_text="Ambiguous.",
         now=t0 + timedelta(seconds=9),
     )
 

@@ -46,7 +46,7 @@ def test_queues_serve_screening_then_qc_then_generation_then_leftovers(
             session_id=next_one.session.pk,
             labeler=labeler,
             finish_reason="give_up",
-            reason_text="test",
+            finish_reason_text="test",
         )
     assert served == [
         (screening.pk, "screening"),
@@ -70,7 +70,7 @@ def test_qc_is_served_to_every_labeler_but_a_shared_solution_to_one(
     for labeler in (a, b):
         session = next_session(labeler=labeler).session  # resumed
         submit_session(
-            session_id=session.pk, labeler=labeler, finish_reason="give_up", reason_text="x"
+            session_id=session.pk, labeler=labeler, finish_reason="give_up", finish_reason_text="x"
         )
     assert next_session(labeler=a).session.solution == shared
     assert next_session(labeler=b) is None
@@ -96,7 +96,7 @@ def test_open_session_is_resumed_and_expired_lease_returns_solution(
     assert first.session.abandoned_at == later
     with pytest.raises(LabelingRefused):
         submit_session(
-            session_id=first.session.pk, labeler=a, finish_reason="give_up", reason_text="x"
+            session_id=first.session.pk, labeler=a, finish_reason="give_up", finish_reason_text="x"
         )
 
 
@@ -125,7 +125,10 @@ def test_another_labelers_session_is_refused(problem, make_labeler, make_solutio
         rate_step(session_id=session.pk, labeler=intruder, step_index=0, rating=1)
     with pytest.raises(NotYourSession):
         submit_session(
-            session_id=session.pk, labeler=intruder, finish_reason="give_up", reason_text="mine now"
+            session_id=session.pk,
+            labeler=intruder,
+            finish_reason="give_up",
+            finish_reason_text="mine now",
         )
 
 
@@ -151,7 +154,9 @@ def test_changing_a_minus_one_reopens_the_following_steps(problem, make_labeler,
     # Submitting twice is harmless; a different outcome afterwards is refused.
     submit_session(session_id=sid, labeler=labeler, finish_reason="solution")
     with pytest.raises(LabelingRefused):
-        submit_session(session_id=sid, labeler=labeler, finish_reason="give_up", reason_text="x")
+        submit_session(
+            session_id=sid, labeler=labeler, finish_reason="give_up", finish_reason_text="x"
+        )
 
 
 @pytest.mark.django_db
@@ -165,7 +170,7 @@ def test_bad_problem_needs_a_reason_and_files_a_report(problem, make_labeler, ma
         session_id=sid,
         labeler=labeler,
         finish_reason="bad_problem",
-        reason_text="The answer key is wrong.",
+        finish_reason_text="The answer key is wrong.",
     )
     # A report, not a verdict: the problem is marked bad only when an admin confirms it.
     problem.refresh_from_db()
