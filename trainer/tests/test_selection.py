@@ -299,7 +299,10 @@ def test_the_labeling_queue_serves_the_newest_generation_first(version):
     first = workbench.next_session(labeler=labeler)
     assert (first.queue, first.session.solution_id) == ("quality_control", qc.pk)
     workbench.submit_session(
-        session_id=first.session.pk, labeler=labeler, finish_reason="give_up", finish_reason_text="x"
+        session_id=first.session.pk,
+        labeler=labeler,
+        finish_reason="give_up",
+        finish_reason_text="x",
     )
     second = workbench.next_session(labeler=labeler)
     assert (second.queue, second.session.solution_id) == ("generation", top.pk)
