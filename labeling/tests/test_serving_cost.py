@@ -347,7 +347,8 @@ def test_an_api_rating_costs_the_same_queries_at_any_step(problem, make_labeler)
 # --- throttles: one atomic count, shared by every process and thread -----------------------------
 
 
-@pytest.fixture(params=["database", "redis"])
+# Redis is a real server: its case is left out of the fast lane.
+@pytest.fixture(params=["database", pytest.param("redis", marks=pytest.mark.slow)])
 def throttle_store(request, settings):
     if request.param == "redis":
         settings.CACHES = {

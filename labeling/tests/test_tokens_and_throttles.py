@@ -77,7 +77,8 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(params=["database", "redis"])
+# Redis is a real server: its case is left out of the fast lane.
+@pytest.fixture(params=["database", pytest.param("redis", marks=pytest.mark.slow)])
 def server(request, transactional_db, tmp_path):
     """gunicorn, 2 workers, on the test database; 5 anonymous requests a minute."""
     env = dict(

@@ -42,6 +42,7 @@ def test_seed_demo_labels_idempotently():
     assert LabelingSession.objects.filter(submitted_at__isnull=False).count() == sessions
 
 
+@pytest.mark.slow  # trains a model: not in the fast lane
 def test_a_first_run_with_default_settings_trains_on_the_demo_and_is_promoted(
     researcher, model_dir
 ):

@@ -54,6 +54,7 @@ def version(tmp_path) -> ModelVersion:
     )
 
 
+@pytest.mark.slow  # trains a model: not in the fast lane
 def test_transformers_alone_gives_the_step_scores_stepwise_stored(tmp_path, version):
     problem = Problem.objects.create(text="Solve it.", answer="5")
     solutions = [

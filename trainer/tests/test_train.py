@@ -47,6 +47,7 @@ def synthetic(count: int, seed: int) -> list[Example]:
 FAST = {"epochs": 4, "batch_size": 16, "learning_rate": 3e-3, "warmup_ratio": 0.1}
 
 
+@pytest.mark.slow  # trains a model: not in the fast lane
 def test_training_lowers_loss_and_ranks_good_steps_above_bad_ones(tmp_path):
     events: list[dict] = []
     result = train_prm(
@@ -218,6 +219,7 @@ def test_the_loop_reads_no_database():
 DEMO_MIN_STEP_AUROC = 0.75
 
 
+@pytest.mark.slow  # trains a model: not in the fast lane
 @pytest.mark.django_db
 def test_tiny_prm_learns_the_demo_labels(tmp_path):
     label_demo_solutions(problems=50)
