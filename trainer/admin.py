@@ -3,7 +3,6 @@
 from django.contrib import admin, messages
 
 from core.errors import DomainError
-from trainer import selectors
 from trainer.models import (
     ModelVersion,
     RolloutLabel,
@@ -12,6 +11,7 @@ from trainer.models import (
     TrainingRun,
 )
 from trainer.sampling import services as sampling
+from trainer.scoring.progress import scoring_chunks
 from trainer.training import model_versions, runs
 
 
@@ -65,7 +65,7 @@ class ModelVersionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Scoring")
     def scoring(self, version: ModelVersion) -> str:
-        progress = selectors.scoring_chunks(model_version=version)
+        progress = scoring_chunks(model_version=version)
         if not progress.chunks:
             return "–"
         return (

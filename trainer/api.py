@@ -16,11 +16,11 @@ from core.jobs import JobOrigin
 from core.permissions import IsResearcher
 from labeling.models import Generation
 from labeling.services import overlap
-from trainer import pipeline, selectors
+from trainer import pipeline
 from trainer import serializers as s
 from trainer.models import ModelVersion, TrainingRun
 from trainer.scoring import posted as scoring_service
-from trainer.training import model_versions, runs
+from trainer.training import model_versions, runs, selectors
 
 
 class TrainingRunViewSet(ReadOnlyModelViewSet):

@@ -31,7 +31,7 @@ from labeling.models import (
 from trainer.models import ModelVersion, RolloutLabel, SamplingRun
 from trainer.sampling import label_sources
 from trainer.sampling.rollouts import rollout_labels_of
-from trainer.selectors import active_model_version
+from trainer.training.selectors import active_model_version
 
 
 def neutral_as_positive(*, model_version: ModelVersion | None) -> bool:

@@ -29,7 +29,7 @@ from trainer.models import ModelVersion, SamplingRun, TrainingRun
 from trainer.sampling.signals import sampling_run_succeeded
 from trainer.scoring import chunks as scoring
 from trainer.selection import services as selection
-from trainer.selectors import NoActiveModelVersion, active_model_version
+from trainer.training.selectors import NoActiveModelVersion, active_model_version
 from trainer.training.signals import model_version_activated, model_version_recorded
 
 logger = logging.getLogger(__name__)

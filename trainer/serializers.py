@@ -7,9 +7,9 @@ from rest_framework import serializers
 from core.params import describe, params_from_data, serializer_fields
 from labeling.models import Generation
 from labeling.services.overlap import OverlapParams
-from trainer import selectors
 from trainer.models import ModelVersion, TrainingRun
 from trainer.scoring.posted import MAX_SOLUTIONS, MAX_STEPS, MAX_TEXT_CHARS
+from trainer.scoring.progress import scoring_chunks
 from trainer.selection.services import SelectionParams
 from trainer.training.params import TrainingParams
 
@@ -65,7 +65,8 @@ class TrainingRunRequestSerializer(serializers.Serializer):
 
 
 class ScoringSerializer(serializers.Serializer):
-    """The version's scoring chunks: its progress is their sum (`selectors.scoring_chunks`)."""
+    """The version's scoring chunks: its progress is their sum
+    (`trainer.scoring.progress.scoring_chunks`)."""
 
     chunks = serializers.IntegerField()
     done = serializers.IntegerField(help_text="Chunks done.")
@@ -88,7 +89,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ScoringSerializer)
     def get_scoring(self, version: ModelVersion) -> dict:
-        return ScoringSerializer(selectors.scoring_chunks(model_version=version)).data
+        return ScoringSerializer(scoring_chunks(model_version=version)).data
 
 
 class GenerationSerializer(serializers.ModelSerializer):

@@ -22,11 +22,12 @@ from core.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
 from labeling import agreement
 from labeling.models import Generation, Solution
 from labeling.services import overlap
-from trainer import inspection, pipeline, selectors
+from trainer import inspection, pipeline
 from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
+from trainer.scoring.progress import scoring_progress
 from trainer.selection import progress as generation_progress
-from trainer.training import charts, model_versions, runs
+from trainer.training import charts, model_versions, runs, selectors
 
 
 def _require_researcher(request: HttpRequest) -> None:
@@ -176,7 +177,7 @@ def _scoring_context(model_version_id: int | None) -> dict:
         return {"scoring_version": None, "scoring": None}
     return {
         "scoring_version": version,
-        "scoring": selectors.scoring_progress(model_version=version),
+        "scoring": scoring_progress(model_version=version),
     }
 
 

@@ -111,16 +111,17 @@ def test_only_training_ml_imports_torch():
     )
 
 
-# The model side's rooms, packages of the trainer app: each may import these besides itself
-# (and the apps below trainer). The app's own modules (tables, pipeline, tasks, pages) and a
-# room's pages and API (its views, api, forms, serializers and urls) are wiring: they may
-# import every room, as a form that chains a selection after a sampling run must.
+# The model side's rooms, packages of the trainer app: each may import these rooms besides
+# itself (and the apps below trainer), never the app's own modules. The app's modules (the
+# tables' registry, the pipeline, the tasks, the pages) and a room's pages and API (its views,
+# api, forms, serializers and urls) are wiring: they may import every room, as a form that
+# chains a selection after a sampling run must.
 TRAINER_MAY_IMPORT: dict[str, set[str]] = {
-    "sampling": {"models"},
-    "training": {"models", "selectors", "sampling"},
-    "scoring": {"models", "selectors", "training"},
-    "selection": {"models", "selectors", "training", "scoring"},
-    "evaluation": {"models", "selectors", "training", "scoring", "selection", "sampling"},
+    "sampling": set(),
+    "training": {"sampling"},
+    "scoring": {"training"},
+    "selection": {"training", "scoring"},
+    "evaluation": {"training", "scoring", "selection", "sampling"},
 }
 WIRING = {"views", "api", "forms", "serializers", "urls", "api_urls"}
 

@@ -13,9 +13,9 @@ from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from core.jobs import JobOrigin
 from core.permissions import IsResearcher
-from trainer.models import SamplingRun
 from trainer.sampling import serializers as s
 from trainer.sampling import services as sampling
+from trainer.sampling.models import SamplingRun
 
 
 class SamplingRunViewSet(ReadOnlyModelViewSet):

@@ -6,8 +6,8 @@ from core.params import form_fields, names, params_from_form
 from generators import GeneratorChoice, SamplingSettings, outbound
 from generators.forms import clean_generator, generator_fields
 from generators.models import LocalModel
-from trainer.models import SamplingRun
 from trainer.sampling import services as sampling
+from trainer.sampling.models import SamplingRun
 from trainer.selection.services import SelectionParams
 
 API_KEY_HELP = (

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from generators import Generator, SamplingSettings, roll_out_prefixes
 from labeling.grading import grade_answer
 from labeling.models import Solution
-from trainer.models import RolloutLabel, SamplingRun
+from trainer.sampling.models import RolloutLabel, SamplingRun
 
 # Seeds stay below 2**30, so seed + offset + k fits the 31 bits servers accept.
 SEED_SPACE = 2**30

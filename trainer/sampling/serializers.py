@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from core.params import describe
 from generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
-from trainer.models import SamplingRun
+from trainer.sampling.models import SamplingRun
 from trainer.sampling.services import MAX_ID, MAX_ITEMS, problem_ids_matching, progress
 from trainer.serializers import GenerationRequestSerializer
 

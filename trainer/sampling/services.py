@@ -38,7 +38,7 @@ from generators import (
 from generators.models import LocalModel
 from labeling.grading import grade_answer
 from labeling.models import Problem, Solution, solution_digest
-from trainer.models import RolloutLabel, SamplingRun, SamplingRunItem
+from trainer.sampling.models import RolloutLabel, SamplingRun, SamplingRunItem
 from trainer.sampling.signals import sampling_run_succeeded
 
 logger = logging.getLogger(__name__)

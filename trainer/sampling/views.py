@@ -14,9 +14,9 @@ from core import job_views
 from core.errors import DomainError, http_status
 from core.permissions import ADMIN, RESEARCHER, has_role
 from generators import outbound
-from trainer.models import SamplingRun
 from trainer.sampling import services as sampling
 from trainer.sampling.forms import SamplingRunForm
+from trainer.sampling.models import SamplingRun
 
 SOLUTIONS_SHOWN = 50
 

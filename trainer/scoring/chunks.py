@@ -33,7 +33,8 @@ from django.db.models import F, Q, QuerySet
 
 from core import jobs
 from labeling.models import Solution
-from trainer.models import ModelVersion, ScoringChunk
+from trainer.scoring.models import ScoringChunk
+from trainer.training.models import ModelVersion
 
 if TYPE_CHECKING:
     from trainer.training.ml.prm import PRM

@@ -12,8 +12,8 @@ import threading
 from dataclasses import dataclass
 
 from core.errors import Unavailable
-from trainer.models import ModelVersion
-from trainer.selectors import NoActiveModelVersion
+from trainer.training.models import ModelVersion
+from trainer.training.selectors import NoActiveModelVersion
 
 MAX_SOLUTIONS = 256
 MAX_STEPS = 128

@@ -4,7 +4,7 @@ One topic read top to bottom: choosing with a strategy (the strategies themselve
 functions, are `trainer/selection/strategies.py`), the write that publishes a generation, then its
 parameters and the body of the Celery task. How a selection is queued
 (web, API, after a retrain) is `trainer.pipeline`'s; the generation pages read
-`trainer.selectors`.
+`trainer.training.selectors`.
 
 A generation is built the way *Let's Verify Step by Step* built theirs:
 
@@ -54,7 +54,6 @@ from core.params import Params, like, param
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, Solution
 from labeling.selectors import has_submitted_label
 from labeling.services import overlap
-from trainer.models import ModelVersion
 from trainer.selection.strategies import (
     DEFAULT_STRATEGY,
     SHORTLISTS,
@@ -65,6 +64,7 @@ from trainer.selection.strategies import (
     in_order,
     tiebreak,
 )
+from trainer.training.models import ModelVersion
 
 if TYPE_CHECKING:
     from trainer.training.ml.prm import PRM

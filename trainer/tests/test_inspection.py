@@ -10,8 +10,9 @@ from django.utils import timezone
 from conftest import create_user
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
 from labeling.services.labelers import get_or_create_labeler
-from trainer import inspection, selectors, views
+from trainer import inspection, views
 from trainer.models import ModelVersion, TrainingRun
+from trainer.training import selectors
 
 pytestmark = pytest.mark.django_db
 

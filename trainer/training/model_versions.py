@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from core import locks
 from core.errors import Conflict
-from trainer.models import ModelVersion, TrainingRun
-from trainer.selectors import active_model_version
+from trainer.training.models import ModelVersion, TrainingRun
+from trainer.training.selectors import active_model_version
 from trainer.training.signals import model_version_activated
 
 

@@ -30,11 +30,11 @@ from django.utils import timezone
 from core import jobs
 from core.errors import Conflict, DomainError
 from core.queueing import BrokerUnavailable, send_task
-from trainer.models import ModelVersion, TrainingRun
-from trainer.selectors import active_model_version, submitted_sessions_since
 from trainer.training import dataset, model_versions
 from trainer.training.base_models import resolve_base_model
+from trainer.training.models import ModelVersion, TrainingRun
 from trainer.training.params import TrainingParams
+from trainer.training.selectors import active_model_version, submitted_sessions_since
 from trainer.training.signals import model_version_recorded
 
 logger = logging.getLogger(__name__)

@@ -47,11 +47,11 @@ from trainer.evaluation.simulation import evaluation, pool
 from trainer.evaluation.simulation.domain import Generator
 from trainer.evaluation.simulation.labelers import label_generation, make_labelers
 from trainer.evaluation.simulation.pool import SimulationRefused
-from trainer.models import ModelVersion, TrainingRun
 from trainer.selection import services as selection
 from trainer.selection import strategies
 from trainer.training import model_versions, runs
 from trainer.training.ml.prm import PRM, solution_score
+from trainer.training.models import ModelVersion, TrainingRun
 from trainer.training.params import TrainingParams
 
 STRATEGIES = tuple(strategies.STRATEGIES)  # convincing_wrong_answer, uniform, uncertainty

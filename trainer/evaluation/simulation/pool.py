@@ -29,7 +29,7 @@ from trainer.evaluation.simulation.domain import (
     make_problems,
 )
 from trainer.evaluation.simulation.labelers import USERNAME_PREFIX
-from trainer.models import ModelVersion, TrainingRun
+from trainer.training.models import ModelVersion, TrainingRun
 
 RESEARCHER = "sim-researcher"  # triggers the simulation's training runs
 

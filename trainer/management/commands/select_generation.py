@@ -2,9 +2,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
 from core.params import add_arguments, given_options
-from trainer import selectors
 from trainer.models import ModelVersion
 from trainer.selection import services as selection
+from trainer.training import selectors
 
 
 class Command(BaseCommand):

@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 
 from core.errors import Conflict, NotFound
-from trainer.models import ModelVersion
 from trainer.training.ml.prm import CLASSES, PRM, STEP_TAG
+from trainer.training.models import ModelVersion
 
 LABELS = {i: f"{rating:+d}" if rating else "0" for i, rating in enumerate(CLASSES)}
 

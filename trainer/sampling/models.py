@@ -1,0 +1,136 @@
+"""Sampling runs, their items and the rollout labels they make (tables of the trainer app)."""
+
+from django.db import models
+from django.db.models import F, Q
+
+from core.jobs import Job, status_constraint
+
+
+class SamplingRun(Job):
+    """A job that draws samples from a generator: N solutions per problem into the pool
+    (purpose `solutions`), or k rollouts from each step of chosen solutions (purpose
+    `rollouts`, which makes rollout labels). Not a Generation: that is a round of labeling.
+
+    Its items are the problems (or solutions) it works through; each item's output is
+    committed with the item marked done, so a worker killed mid-run leaves whole items only,
+    and a resumed run does the items not done.
+    """
+
+    class Purpose(models.TextChoices):
+        SOLUTIONS = "solutions", "Solutions for the pool"
+        ROLLOUTS = "rollouts", "Rollout labels"
+
+    purpose = models.CharField(max_length=16, choices=Purpose.choices)
+    # generators: GeneratorSpec.to_dict() (never the API key) and SamplingSettings.
+    generator = models.JSONField(help_text="Backend, model and base URL of the generator.")
+    sampling = models.JSONField(help_text="Temperature, top_p, max_tokens and seed.")
+    samples = models.PositiveIntegerField(help_text="Solutions per problem, or rollouts per step.")
+    # Selection parameters of the generation to select once this run has succeeded (chained
+    # runs), or null.
+    then_select = models.JSONField(null=True, blank=True)
+    stored = models.PositiveIntegerField(
+        default=0, help_text="Solutions added to the pool, or rollout labels stored."
+    )
+    skipped = models.JSONField(
+        default=dict, blank=True, help_text="Samples not stored, by reason (duplicate, unfinished)."
+    )
+    celery_task_id = models.CharField(max_length=255, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            status_constraint(name="sampling_run_status_valid"),
+            models.CheckConstraint(
+                condition=Q(purpose__in=["solutions", "rollouts"]),
+                name="sampling_run_purpose_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(samples__gte=1), name="sampling_run_samples_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"sampling run {self.pk} ({self.purpose}, {self.status})"
+
+
+class SamplingRunItem(models.Model):
+    """One problem (purpose solutions) or solution (purpose rollouts) of a sampling run."""
+
+    run = models.ForeignKey(SamplingRun, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField(help_text="Order of work within the run.")
+    problem = models.ForeignKey(
+        "labeling.Problem", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    solution = models.ForeignKey(
+        "labeling.Solution", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    done_at = models.DateTimeField(null=True, blank=True)
+    stored = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="sampling_item_position"),
+            models.CheckConstraint(
+                condition=Q(problem__isnull=False, solution__isnull=True)
+                | Q(problem__isnull=True, solution__isnull=False),
+                name="sampling_item_problem_or_solution",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["run", "position"],
+                condition=Q(done_at__isnull=True),
+                name="sampling_item_todo",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"item {self.position} of {self.run}"
+
+
+class RolloutLabel(models.Model):
+    """Math-Shepherd's estimate of one step: of `rollouts` completions of the solution from
+    just after this step, `reached` ended at the ground-truth answer. Hard estimate: reached
+    at least once; soft: the share that reached it. A label source of its own, never mixed
+    into human labels; its provenance is the sampling run (generator, settings) that made it.
+    """
+
+    solution = models.ForeignKey(
+        "labeling.Solution", on_delete=models.CASCADE, related_name="rollout_labels"
+    )
+    index = models.PositiveIntegerField(help_text="The step, from 0.")
+    sampling_run = models.ForeignKey(
+        SamplingRun, on_delete=models.CASCADE, related_name="rollout_labels"
+    )
+    rollouts = models.PositiveSmallIntegerField()
+    reached = models.PositiveSmallIntegerField()
+    answers = models.JSONField(
+        default=list, blank=True, help_text="Each rollout's final answer ('' when it had none)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["solution", "index", "sampling_run"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["sampling_run", "solution", "index"],
+                name="one_rollout_label_per_step_and_run",
+            ),
+            models.CheckConstraint(
+                condition=Q(rollouts__gte=1) & Q(reached__lte=F("rollouts")),
+                name="rollout_label_reached_within_rollouts",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"rollout label of step {self.index} of solution {self.solution_id}"
+
+    @property
+    def hard(self) -> int:
+        """+1 when some rollout reached the answer, else -1 (Math-Shepherd's hard estimate)."""
+        return 1 if self.reached else -1
+
+    @property
+    def soft(self) -> float:
+        return self.reached / self.rollouts
