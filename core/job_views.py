@@ -1,5 +1,5 @@
 """What the pages of every kind of job share: the page, its live part and the cancel button
-(`JobPages`), and the lists' polling.
+(`JobPages`), the lists' polling and the admin (`JobAdmin`).
 
 Their templates share `templates/jobs/_progress.html` (a job's live section: status, cancel,
 times, error, log; polled while the job is live) and `templates/jobs/_table.html` (a list of
@@ -10,7 +10,7 @@ columns. The ground floor: imports nothing of an app.
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -74,3 +74,27 @@ class JobPages:
             stops=self.stops,
             then=reverse(self.page_url, args=[run_id]),
         )
+
+
+class JobAdmin(admin.ModelAdmin):
+    """A kind of job in the admin: a record to read, never to add or edit by hand, with the
+    cancel the pages offer (`cancel_job`, a staticmethod called with run_id)."""
+
+    cancel_job: Callable[..., Job]
+    actions = ["cancel_jobs"]
+    date_hierarchy = "created_at"
+    list_filter = ["status"]
+
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        return [field.name for field in self.model._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Cancel the selected jobs")
+    def cancel_jobs(self, request, queryset):
+        for job in queryset.filter(status__in=self.model.LIVE):
+            try:
+                self.cancel_job(run_id=job.pk)
+            except DomainError as exc:
+                self.message_user(request, str(exc), messages.WARNING)

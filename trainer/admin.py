@@ -2,7 +2,7 @@
 
 from django.contrib import admin, messages
 
-from core.errors import DomainError
+from core import job_views
 from trainer.models import (
     ModelVersion,
     RolloutLabel,
@@ -16,24 +16,10 @@ from trainer.training import model_versions, runs
 
 
 @admin.register(TrainingRun)
-class TrainingRunAdmin(admin.ModelAdmin):
+class TrainingRunAdmin(job_views.JobAdmin):
     list_display = ["id", "status", "requested_by", "dataset_size", "epoch", "created_at"]
-    list_filter = ["status"]
-    date_hierarchy = "created_at"
-    actions = ["cancel_runs"]
     # A run is a record of what happened; only trainer.training.runs changes it.
-    readonly_fields = [field.name for field in TrainingRun._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    @admin.action(description="Cancel the selected runs")
-    def cancel_runs(self, request, queryset):
-        for run in queryset.filter(status__in=TrainingRun.LIVE):
-            try:
-                runs.cancel_training_run(run_id=run.pk)
-            except DomainError as exc:
-                self.message_user(request, str(exc), messages.WARNING)
+    cancel_job = staticmethod(runs.cancel_training_run)
 
 
 class ScoringChunkInline(admin.TabularInline):
@@ -95,25 +81,12 @@ class ScoringChunkAdmin(admin.ModelAdmin):
 
 
 @admin.register(SamplingRun)
-class SamplingRunAdmin(admin.ModelAdmin):
+class SamplingRunAdmin(job_views.JobAdmin):
     list_display = ["id", "purpose", "status", "samples", "stored", "requested_by", "created_at"]
     list_filter = ["status", "purpose"]
-    date_hierarchy = "created_at"
-    actions = ["cancel_runs"]
     # A record of what happened; only trainer.sampling.services changes it (start one at
     # /sampling/).
-    readonly_fields = [field.name for field in SamplingRun._meta.fields]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    @admin.action(description="Cancel the selected sampling runs")
-    def cancel_runs(self, request, queryset):
-        for run in queryset.filter(status__in=SamplingRun.LIVE):
-            try:
-                sampling.cancel_sampling_run(run_id=run.pk)
-            except DomainError as exc:
-                self.message_user(request, str(exc), messages.WARNING)
+    cancel_job = staticmethod(sampling.cancel_sampling_run)
 
 
 @admin.register(RolloutLabel)

@@ -358,3 +358,29 @@ def test_a_run_says_who_asked_for_it_and_from_where(client, researcher, settings
     # A person, from a page or the API.
     by_schedule.origin, by_schedule.requested_by = jobs.JobOrigin.API, researcher
     assert by_schedule.requester == f"{researcher.username} (the API)"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["training run", "sampling run"])
+def test_the_admin_shows_a_job_read_only_and_cancels_it_as_the_pages_do(
+    client, tmp_path, kind
+):
+    from django.contrib.auth.models import User
+    from django.urls import reverse
+
+    admin_user = User.objects.create_superuser("root", "root@example.com", "root-pass-123")
+    client.force_login(admin_user)
+    job = make_job(kind, tmp_path)
+    name = type(job)._meta.model_name
+    change = client.get(reverse(f"admin:trainer_{name}_change", args=[job.pk]))
+    assert change.status_code == 200
+    # Every field is read-only: the form offers nothing to save.
+    assert 'name="status"' not in change.content.decode()
+    assert client.get(reverse(f"admin:trainer_{name}_add")).status_code == 403
+    answer = client.post(
+        reverse(f"admin:trainer_{name}_changelist"),
+        {"action": "cancel_jobs", "_selected_action": [job.pk]},
+    )
+    assert answer.status_code == 302
+    job.refresh_from_db()
+    assert job.status == jobs.JobStatus.CANCELLED
