@@ -362,9 +362,7 @@ def test_a_run_says_who_asked_for_it_and_from_where(client, researcher, settings
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("kind", ["training run", "sampling run"])
-def test_the_admin_shows_a_job_read_only_and_cancels_it_as_the_pages_do(
-    client, tmp_path, kind
-):
+def test_the_admin_shows_a_job_read_only_and_cancels_it_as_the_pages_do(client, tmp_path, kind):
     from django.contrib.auth.models import User
     from django.urls import reverse
 
