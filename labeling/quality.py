@@ -228,6 +228,11 @@ def gold_agreement_by_labeler(*, labeler_ids: list[int] | None = None) -> dict[i
     return dict(result)
 
 
+# A rate per hour says something only after this much time on task: 3 solutions in the first
+# 6 s would otherwise read as 1,800 an hour.
+RATE_MIN_TIME_MS = 10 * 60_000
+
+
 @dataclass
 class LabelerFigures:
     labeler_id: int
@@ -246,12 +251,16 @@ class LabelerFigures:
         return self.time_ms / 3_600_000
 
     @property
+    def has_rates(self) -> bool:
+        return self.time_ms >= RATE_MIN_TIME_MS
+
+    @property
     def solutions_per_hour(self) -> float | None:
-        return self.solutions / self.hours if self.time_ms else None
+        return self.solutions / self.hours if self.has_rates else None
 
     @property
     def steps_per_hour(self) -> float | None:
-        return self.steps / self.hours if self.time_ms else None
+        return self.steps / self.hours if self.has_rates else None
 
     @property
     def solutions_per_day(self) -> float | None:

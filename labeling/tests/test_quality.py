@@ -143,6 +143,14 @@ def test_throughput_per_hour_of_time_on_task_and_per_active_day(
     assert figures.solutions_per_day == pytest.approx(1.5)
     assert figures.last_active == now
 
+    # Three quick solutions in the first 11 s are no rate (they were 982 an hour).
+    quick = make_labeler("quick")
+    for n in range(3):
+        label(quick, make_solution(problem, 10 + n), [-1], total_time=11_000 // 3, when=now)
+    (early,) = quality.labeler_figures(labeler_ids=[quick.pk])
+    assert early.solutions == 3 and early.solutions_per_hour is None
+    assert early.steps_per_hour is None
+
     idle = make_labeler("idle")
     (none,) = quality.labeler_figures(labeler_ids=[idle.pk])
     assert none.solutions == 0
