@@ -85,14 +85,23 @@ _DECODER = json.JSONDecoder(
 )
 
 
+def _where(text: str, exc: json.JSONDecodeError) -> str:
+    """Where the parse stopped, as a reader of that text would say it: a line of a JSONL file
+    read with its newline stopped "at line 2" when it only ended too soon."""
+    if exc.pos >= len(text.rstrip()):
+        return "at the end of the text" if "\n" in text.rstrip() else "at the end of the line"
+    if exc.lineno == 1:
+        return f"at column {exc.colno}"
+    return f"at line {exc.lineno}, column {exc.colno}"
+
+
 def loads(text: str) -> Any:
     """Parse one JSON text strictly; raise InvalidJSON naming what is refused."""
     _check_depth(text)
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
-        where = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno}"
-        raise InvalidJSON(f"not valid JSON ({exc.msg}, {where})") from None
+        raise InvalidJSON(f"not valid JSON ({exc.msg} {_where(text, exc)})") from None
     except RecursionError:  # only if MAX_DEPTH is ever raised near the interpreter's limit
         raise InvalidJSON(f"nested deeper than {MAX_DEPTH} levels") from None
     if "\\u0000" in text and _NUL_ESCAPE.search(text):
