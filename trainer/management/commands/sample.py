@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import DomainError
 from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
+from core.progress import job_progress_bar
 from generators import GeneratorChoice, GeneratorSpec, SamplingSettings
 from trainer.models import SamplingRun
 from trainer.sampling import services as sampling
@@ -54,9 +55,10 @@ class Command(BaseCommand):
             else:
                 run = self._request(options, api_key=api_key)
             self.stdout.write(f"Sampling run {run.pk}: {run.items.count()} items.")
-            run = sampling.execute_sampling_run(
-                run_id=run.pk, worker_hostname=socket.gethostname(), api_key=api_key
-            )
+            with job_progress_bar(read=_items_done(run.pk), desc=f"run {run.pk}", unit="item"):
+                run = sampling.execute_sampling_run(
+                    run_id=run.pk, worker_hostname=socket.gethostname(), api_key=api_key
+                )
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
         done = sampling.progress(run)
@@ -103,3 +105,11 @@ class Command(BaseCommand):
             then_select=None,
             enqueue=False,
         )
+
+
+def _items_done(run_id: int):
+    def read() -> tuple[int, int]:
+        done = sampling.progress(SamplingRun.objects.get(pk=run_id))
+        return done["done"], done["total"]
+
+    return read

@@ -5,6 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import DomainError
 from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
+from core.progress import job_progress_bar
+from trainer.models import TrainingRun
 from trainer.training import runs
 from trainer.training.params import TrainingParams
 
@@ -36,9 +38,10 @@ class Command(BaseCommand):
         except DomainError as exc:
             raise CommandError(str(exc)) from None
         self.stderr.write(f"training run {run.pk} started (Ctrl-C cancels it)")
-        run = runs.execute_training_run(
-            run_id=run.pk, worker_hostname=f"manage.py@{socket.gethostname()}"
-        )
+        with job_progress_bar(read=_steps_done(run.pk), desc=f"run {run.pk}", unit="step"):
+            run = runs.execute_training_run(
+                run_id=run.pk, worker_hostname=f"manage.py@{socket.gethostname()}"
+            )
         if run.status != run.Status.SUCCEEDED:
             raise CommandError(f"training run {run.pk} {run.status}: {run.error}")
         version = run.model_version
@@ -46,3 +49,11 @@ class Command(BaseCommand):
         self.stdout.write(
             f"training run {run.pk} succeeded: {version} ({state}) at {version.checkpoint_path}"
         )
+
+
+def _steps_done(run_id: int):
+    def read() -> tuple[int, int]:
+        run = TrainingRun.objects.only("step", "total_steps").get(pk=run_id)
+        return run.step, run.total_steps
+
+    return read
