@@ -33,7 +33,7 @@ from core.permissions import (
 )
 from labeling import agreement, export, mathtext, quality, selectors, tokens
 from labeling.forms import ApiTokenForm, ExportForm, LiveGenerationForm
-from labeling.models import Generation, Labeler, LabelingSession
+from labeling.models import FinishReason, Generation, Labeler, LabelingSession
 from labeling.services import live, overlap, reports, workbench
 from labeling.services.labelers import get_or_create_labeler
 
@@ -202,13 +202,25 @@ def rate(request: HttpRequest, session_id: int) -> HttpResponse:
 @require_POST
 def submit(request: HttpRequest, session_id: int) -> HttpResponse:
     labeler = _labeler(request)
+    finish_reason = request.POST.get("finish_reason", "")
     workbench.submit_session(
         session_id=session_id,
         labeler=labeler,
-        finish_reason=request.POST.get("finish_reason", ""),
+        finish_reason=finish_reason,
         finish_reason_text=request.POST.get("reason", ""),
     )
-    return _next_solution(request, labeler, confirmation="Submitted: your label is saved.")
+    return _next_solution(request, labeler, confirmation=SUBMITTED[finish_reason])
+
+
+# What the labeler is told once a session ends, by how it ended.
+SUBMITTED = {
+    FinishReason.SOLUTION: "Submitted: your label is saved.",
+    FinishReason.FOUND_ERROR: "Submitted: your label, ending at its -1 step, is saved.",
+    FinishReason.GIVE_UP: "Given up: saved with your reason.",
+    FinishReason.BAD_PROBLEM: (
+        "Reported: you will not be served this problem again, and a reviewer will read your reason."
+    ),
+}
 
 
 @login_required

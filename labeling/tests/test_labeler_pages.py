@@ -163,3 +163,30 @@ def test_the_500_page_is_styled_without_a_request_context():
     page = response.content.decode()
     assert response.status_code == 500
     assert "Something went wrong" in page and 'href="/"' in page and "stepwise.css" in page
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "said"),
+    [
+        ("give_up", "Given up: saved with your reason."),
+        ("bad_problem", "Reported: you will not be served this problem again"),
+    ],
+)
+def test_giving_up_and_reporting_are_confirmed_as_what_they_are(
+    problem, make_solution, make_labeler, finish_reason, said
+):
+    for n in range(2):
+        make_solution(problem, n)
+    me = make_labeler("me")
+    session = workbench.next_session(labeler=me).session
+    page = (
+        signed_in(me.user)
+        .post(
+            reverse("label-submit", args=[session.pk]),
+            {"finish_reason": finish_reason, "reason": "The statement is ambiguous."},
+            HTTP_HX_REQUEST="true",
+        )
+        .content.decode()
+    )
+    assert said in page
+    assert "your label is saved" not in page
