@@ -6,14 +6,18 @@ the next one).
 A refusal on a form page is shown on that page, with the status core.errors gives its kind.
 """
 
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from core import job_views
@@ -249,17 +253,19 @@ def generation_list(request: HttpRequest) -> HttpResponse:
                 messages.error(request, str(exc))
                 status = http_status(exc)
             else:
-                messages.success(
-                    request,
-                    f"Selection with {queued.model_version} is queued: the next generation "
-                    "appears here once a GPU worker has scored the pool.",
-                )
+                # Shown in the polled table, not as a flash message: it goes once the
+                # generation it announces is there (a message stayed after it was).
+                request.session[PENDING_SELECTION] = {
+                    "after": Generation.objects.aggregate(last=Max("pk"))["last"] or 0,
+                    "model_version": str(queued.model_version),
+                    "queued_at": timezone.now().isoformat(),
+                }
                 return redirect("generation-list")
     return render(
         request,
         "trainer/generation_list.html",
         {
-            "summaries": generation_progress.generation_summaries(),
+            **_generation_table_context(request),
             "form": form,
             "active": selectors.active_model_version(),
         },
@@ -267,15 +273,30 @@ def generation_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+# The session key of the selection this researcher queued and has not seen published yet.
+PENDING_SELECTION = "trainer.pending_selection"
+
+
+def _generation_table_context(request: HttpRequest) -> dict:
+    pending = request.session.get(PENDING_SELECTION)
+    if (
+        pending
+        and Generation.objects.filter(pk__gt=pending["after"])
+        .exclude(mode=Generation.Mode.LIVE)
+        .exists()
+    ):
+        del request.session[PENDING_SELECTION]
+        pending = None
+    if pending:
+        pending = {**pending, "queued_at": datetime.fromisoformat(pending["queued_at"])}
+    return {"summaries": generation_progress.generation_summaries(), "pending": pending}
+
+
 @login_required
 def generation_table(request: HttpRequest) -> HttpResponse:
     """The generations table alone, polled by the generations page."""
     _require_researcher(request)
-    return render(
-        request,
-        "trainer/_generation_table.html",
-        {"summaries": generation_progress.generation_summaries()},
-    )
+    return render(request, "trainer/_generation_table.html", _generation_table_context(request))
 
 
 @login_required

@@ -187,6 +187,25 @@ def test_the_publish_button_queues_a_selection_with_the_form_parameters(client, 
     assert params == FORM
 
 
+def test_the_queued_notice_lasts_until_the_generation_it_announces_is_there(
+    client, generation, login
+):
+    # Issue 30, point 11: a flash message said "queued" after the generation was in the table.
+    login("researcher")
+    with mock.patch("trainer.tasks.select_generation_task.apply_async"):
+        client.post(reverse("generation-list"), FORM)
+    table = reverse("generation-table")
+    assert 'id="selection-pending"' in client.get(reverse("generation-list")).content.decode()
+    assert 'id="selection-pending"' in client.get(table).content.decode()
+    # A live labeling round is not the generation it announces.
+    Generation.objects.create(number=90, mode=Generation.Mode.LIVE)
+    assert 'id="selection-pending"' in client.get(table).content.decode()
+    # The worker publishes it: the next poll of the table drops the notice, for good.
+    Generation.objects.create(number=generation.number + 1)
+    assert 'id="selection-pending"' not in client.get(table).content.decode()
+    assert 'id="selection-pending"' not in client.get(reverse("generation-list")).content.decode()
+
+
 def test_publishing_without_an_active_version_is_409(client, generation, login):
     ModelVersion.objects.update(is_active=False)
     login("researcher")
