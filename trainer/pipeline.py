@@ -25,6 +25,7 @@ from django.dispatch import receiver
 from core import jobs
 from core.errors import DomainError
 from core.queueing import BrokerUnavailable, send_task
+from labeling.signals import solutions_added
 from trainer.models import ModelVersion, SamplingRun, TrainingRun
 from trainer.sampling.signals import sampling_run_succeeded
 from trainer.scoring import chunks as scoring
@@ -75,6 +76,16 @@ def select_after_sampling(*, run_id: int, **_signal) -> None:
         text=f"Selection of the next generation queued with {queued.model_version} "
         f"(task {queued.task_id}).",
     )
+
+
+@receiver(solutions_added)
+@receiver(sampling_run_succeeded)
+def score_new_solutions(**_signal) -> None:
+    """New solutions in the pool (an import, a sampling run) are scored by the active version as
+    they arrive: its scoring plans chunks for what lacks its scores only."""
+    version = active_model_version()
+    if version is not None:
+        queue_scoring(model_version_id=version.pk)
 
 
 @receiver(model_version_activated)

@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from labeling.export import PROGRESS_MIN_LINES
 from labeling.grading import grade_answer, grade_answers, grading_pool, regrade_solutions
 from labeling.mathtext import control_characters
 from labeling.models import Problem, Solution, solution_digest, text_digest
+from labeling.signals import solutions_added
 
 BATCH_SIZE = 1000
 
@@ -451,5 +453,9 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
             result.created += len(new)
             result.updated += len(gaining)
             result.unchanged += len(batch) - len(new) - len(gaining)
+        if result.created:
+            transaction.on_commit(
+                partial(solutions_added.send, sender=Solution, count=result.created)
+            )
     result.note_control_characters(name)
     return result

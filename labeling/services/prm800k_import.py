@@ -6,6 +6,7 @@ are kept in each row's `extra`, so that an export gives back the same JSON objec
 
 from collections.abc import Iterator
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 
 from django.db import transaction
@@ -35,6 +36,7 @@ from labeling.services.importing import (
 )
 from labeling.services.labelers import labelers_by_uuid
 from labeling.services.workbench import recount_labels
+from labeling.signals import solutions_added
 
 
 def _without(obj: dict, *keys: str) -> dict:
@@ -108,6 +110,8 @@ def _resolve_solutions(
         missing.append(solution)
         found[key] = solution
     Solution.objects.bulk_create(missing)
+    if missing:
+        transaction.on_commit(partial(solutions_added.send, sender=Solution, count=len(missing)))
     # A solution served as quality control or screening in any line keeps that flag.
     for flag in ("is_quality_control", "is_screening"):
         ids = {

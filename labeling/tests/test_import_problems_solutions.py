@@ -162,3 +162,31 @@ def test_bad_solution_line_names_file_and_line_and_imports_nothing(tmp_path, lin
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(CommandError, match="no such file"):
         run("import_problems", tmp_path / "absent.jsonl")
+
+
+def test_imported_solutions_are_scored_by_the_active_version_as_they_arrive(
+    tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    # Issue 30, point 9: solutions added after an activation stayed unscored until the next
+    # activation while the models page said the scoring "updates on its own".
+    from trainer import pipeline
+    from trainer.models import ModelVersion
+
+    queued = []
+    monkeypatch.setattr(pipeline, "send_task", lambda name, args, **kw: queued.append((name, args)))
+    run("import_problems", write_jsonl(tmp_path / "p.jsonl", PROBLEMS))
+    path = write_jsonl(tmp_path / "s.jsonl", SOLUTIONS)
+    with django_capture_on_commit_callbacks(execute=True):
+        run("import_solutions", path)
+    assert queued == []  # no active version: nothing to score with
+    version = ModelVersion.objects.create(name="v", checkpoint_path="/m/v", is_active=True)
+    more = write_jsonl(
+        tmp_path / "more.jsonl", [{**SOLUTIONS[0], "steps": ["Other.", "# Answer\n\n0.75"]}]
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        run("import_solutions", more)
+    assert queued == [(pipeline.SCORE_TASK, (version.pk,))]
+    # An import that adds nothing queues nothing.
+    with django_capture_on_commit_callbacks(execute=True):
+        run("import_solutions", more)
+    assert len(queued) == 1

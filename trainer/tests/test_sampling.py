@@ -474,6 +474,13 @@ def test_a_succeeded_run_that_asked_for_it_queues_the_next_generations_selection
         execute(run)
     run.refresh_from_db()
     assert run.status == "succeeded"
-    assert queued == [(pipeline.SELECT_GENERATION_TASK, (version.pk, run.then_select))]
+    # The new solutions are scored by the active version as they arrive, and the selection
+    # it asked for is queued.
+    assert sorted(queued) == sorted(
+        [
+            (pipeline.SCORE_TASK, (version.pk,)),
+            (pipeline.SELECT_GENERATION_TASK, (version.pk, run.then_select)),
+        ]
+    )
     assert run.then_select["batch_size"] == 3
     assert "Selection of the next generation queued" in run.log_tail
