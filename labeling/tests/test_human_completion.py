@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
-from labeling.models import Labeler, Problem, Solution, StepLabel
+from labeling.models import Labeler, LabelingSession, Problem, Solution, StepLabel
 from labeling.services.workbench import next_session, rate_step, submit_session
 from trainer.training.dataset import build_examples
 
@@ -225,3 +225,46 @@ def test_browser_keyboard_writes_the_step_and_it_exports(page, live_server, labe
     (record,) = export()
     assert record["label"]["finish_reason"] == "found_error"
     assert record["label"]["steps"][1] == expected_step(WRITTEN)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enter_after_saving_ones_own_step_submits_and_unsaved_text_is_never_dropped(
+    page, live_server, labeler
+):
+    # Issue 30, point 4: after Ctrl+Enter the focus stayed in the box (Enter typed a new line),
+    # unsaved text was dropped at submit without a word, Enter with steps unrated said
+    # nothing, and the box was about 170x45 px.
+    from playwright.sync_api import expect
+
+    add_solution()
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{live_server.url}/label/")
+    page.wait_for_selector("#steps li[data-active]")
+    page.keyboard.press("Enter")
+    expect(page.locator("#rating-status")).to_contain_text("Not submitted: Rate every step")
+    for key in ("3", "1", "3"):  # step 1 +1, step 2 -1, its alternative +1
+        page.keyboard.press(key)
+    expect(page.locator("#human-completion")).to_have_count(1)
+    box = page.locator("#human-completion").bounding_box()
+    steps = page.locator("#steps").bounding_box()
+    assert box["width"] > 0.6 * steps["width"] and box["height"] >= 80, (box, steps)
+
+    # Typed, not saved: neither Enter nor the button submits it away.
+    page.keyboard.press("w")
+    page.keyboard.type("Two and two make four.")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Enter")
+    expect(page.locator("#rating-status")).to_contain_text("your own step is not saved")
+    page.locator("#submit-session").click()
+    expect(page.locator("#rating-status")).to_contain_text("your own step is not saved")
+    assert not LabelingSession.objects.filter(submitted_at__isnull=False).exists()
+
+    # Saved with Ctrl+Enter: the box lets go of the focus, and Enter submits.
+    page.keyboard.press("w")
+    page.keyboard.press("Control+Enter")
+    expect(page.locator("#human-completion-preview")).to_contain_text("Two and two make four.")
+    expect(page.locator("#human-completion")).not_to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("text=Nothing to label right now")
+    (record,) = export()
+    assert record["label"]["steps"][1] == expected_step("Two and two make four.")

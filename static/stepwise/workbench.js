@@ -328,9 +328,21 @@
     checkOpen(reason);
   }
 
+  // Text typed in the box for one's own step and not saved: a submit would drop it.
+  function unsavedOwnStep() {
+    const box = document.getElementById("human-completion");
+    return box !== null && box.value.trim() !== box.defaultValue.trim();
+  }
+  const UNSAVED = "Not submitted: your own step is not saved. Ctrl+Enter in its box saves it; " +
+    "empty the box to submit without it.";
+
   // Enter: submit now, or once the ratings on their way are answered.
   function submitNow(queued) {
     const button = document.getElementById("submit-session");
+    if (button && unsavedOwnStep()) {
+      say(UNSAVED);
+      return false;
+    }
     submitting = button !== null;
     if (button) {
       button.click();
@@ -350,6 +362,9 @@
         event.target.blur();
       } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
         event.preventDefault();
+        // Out of the box once saved, so that Enter submits the session rather than typing a
+        // new line (the swap would otherwise give the new box the focus back).
+        event.target.blur();
         own.requestSubmit(document.getElementById("human-completion-save"));
       }
       return;
@@ -375,8 +390,14 @@
       if (inflight || queue.length) {
         submitting = true;
         queue.push({ kind: "submit" });
-      } else if (!submitNow(false)) {
-        return;
+      } else {
+        // On a button or a link Enter keeps pressing it when there is nothing to submit;
+        // anywhere else the labeler is told why nothing was submitted.
+        const pressing = event.target.closest("button, a[href], summary") !== null;
+        if (!submitNow(!pressing)) {
+          if (!pressing) event.preventDefault();
+          return;
+        }
       }
     } else if (event.key === "w" && document.getElementById("human-completion")) {
       document.getElementById("human-completion").focus(); // write the correct step yourself
@@ -394,6 +415,11 @@
   }
 
   document.addEventListener("click", (event) => {
+    if (event.target.closest && event.target.closest("#submit-session") && unsavedOwnStep()) {
+      event.preventDefault();
+      say(UNSAVED);
+      return;
+    }
     if (event.target.matches("[data-keymap-toggle]")) {
       event.preventDefault();
       document.getElementById("keymap").showModal();
