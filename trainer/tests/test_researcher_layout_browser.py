@@ -1,5 +1,6 @@
 """Issue 30, point 8: the researcher pages scrolled sideways at 390 px (/quality/ 1,140 px,
-/generations/ 989 px, /runs/<id>/ 599 px). A wide table scrolls inside its own box instead."""
+/generations/ 989 px, /runs/<id>/ 599 px), and their navigation was 13 links in a row. A wide
+table scrolls inside its own box instead, and the links come in groups."""
 
 import pytest
 from django.utils import timezone
@@ -72,3 +73,8 @@ def test_no_researcher_page_scrolls_sideways_at_390_px(
         if width > 390:
             wide[path] = width
     assert wide == {}, f"pages wider than the 390 px window: {wide}"
+    # The navigation comes in groups (it was 13 links in a row over two lines).
+    nav = page.get_by_role("navigation", name="Main")
+    for group in ("Labeling", "Data", "Models", "Account"):
+        assert nav.get_by_role("group", name=group).count() == 1, group
+    assert nav.get_by_role("group", name="Models").get_by_role("link").count() == 5
