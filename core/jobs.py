@@ -108,6 +108,18 @@ class Job(models.Model):
         return f"{name} ({where})" if where else name
 
 
+# What every job's API shows of its lifecycle, after the kind's own fields.
+API_FIELDS = [
+    "log_tail",
+    "error",
+    "cancel_requested",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "heartbeat_at",
+]
+
+
 def status_constraint(*, name: str) -> models.CheckConstraint:
     """The database's own check that a job's status is one of JobStatus."""
     return models.CheckConstraint(condition=Q(status__in=JobStatus.values), name=name)

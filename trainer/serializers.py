@@ -4,6 +4,7 @@ generations."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core import jobs
 from core.params import describe, params_from_data, serializer_fields
 from labeling.models import Generation
 from labeling.services.overlap import OverlapParams
@@ -40,13 +41,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "epoch",
             "loss",
             "metrics",
-            "log_tail",
-            "error",
-            "cancel_requested",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "heartbeat_at",
+            *jobs.API_FIELDS,
         ]
         read_only_fields = fields
 

@@ -3,6 +3,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core import jobs
 from core.params import describe
 from generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
 from trainer.sampling.models import SamplingRun
@@ -46,13 +47,7 @@ class SamplingRunSerializer(serializers.ModelSerializer):
             "progress",
             "stored",
             "skipped",
-            "log_tail",
-            "error",
-            "cancel_requested",
-            "created_at",
-            "started_at",
-            "finished_at",
-            "heartbeat_at",
+            *jobs.API_FIELDS,
         ]
         read_only_fields = fields
 
@@ -124,6 +119,8 @@ class SamplingRunRequestSerializer(serializers.Serializer):
             if not data["problem_ids"]:
                 raise serializers.ValidationError({"problems": "No problem matches the filter."})
         data.pop("problems", None)
+        if data.get("then_select") is not None:
+            data["then_select"] = data["then_select"].to_dict()
         return data
 
 

@@ -26,7 +26,6 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from core import jobs
 from core.errors import DomainError, Invalid, NotFound
-from core.params import Params
 from core.queueing import BrokerUnavailable, queue_task
 from generators import (
     GeneratorSpec,
@@ -127,7 +126,7 @@ def request_sampling_run(
     samples: int,
     problem_ids: list[int] | None = None,
     solution_ids: list[int] | None = None,
-    then_select: "Params | Mapping[str, Any] | None" = None,
+    then_select: Mapping[str, Any] | None = None,
     origin: str = jobs.JobOrigin.PAGE,
     enqueue: bool = True,
 ) -> SamplingRun:
@@ -167,9 +166,7 @@ def request_sampling_run(
         # Checked by the edge that takes it (the form, the API) with the selection's own
         # parameters, so a bad one is refused there, not logged after hours of sampling; and
         # again when the selection is requested.
-        then_select = (
-            then_select.to_dict() if hasattr(then_select, "to_dict") else dict(then_select)
-        )
+        then_select = dict(then_select)
 
     mark_stale_sampling_runs_failed(older_than=jobs.stale_cutoff())
     with transaction.atomic():

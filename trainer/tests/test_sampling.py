@@ -468,7 +468,7 @@ def test_a_succeeded_run_that_asked_for_it_queues_the_next_generations_selection
     monkeypatch.setattr(pipeline, "send_task", lambda name, args, **kw: queued.append((name, args)))
     scripted(lambda text, seed: f"Step {seed}.\n\n# Answer\n\n5")
     # As the form and the API hand it over: checked, with the SELECTION_* settings filled in.
-    then_select = SelectionParams.from_dict({"batch_size": 3})
+    then_select = SelectionParams.from_dict({"batch_size": 3}).to_dict()
     run = request(make_problems(1), then_select=then_select)
     with django_capture_on_commit_callbacks(execute=True):
         execute(run)
