@@ -87,3 +87,16 @@ def test_a_sampling_runs_solutions_show_their_answers_as_math(
     html = client.get(reverse("sampling-detail", args=[run.pk])).content.decode()
     assert r"\frac{11}{12}" in html
     assert raw_tex(html) == []
+
+
+def test_a_labelers_own_labels_list_renders_the_problem_as_math(
+    client, problem, make_solution, make_labeler
+):
+    # The same class on a labeler's page: the list of one's labels cut the problem's TeX.
+    make_solution(problem, steps=["# Answer\n\n" + ANSWER], answer=ANSWER)
+    me = make_labeler("me")
+    label(me)
+    client.force_login(me.user)
+    html = client.get(reverse("my-labels")).content.decode()
+    assert r"\frac{2}{3}" in html
+    assert raw_tex(html) == []
