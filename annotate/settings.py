@@ -157,6 +157,9 @@ AUTH_PASSWORD_VALIDATORS = [
 AUTHENTICATION_BACKENDS = [
     # django-axes first: it refuses a login while the username/IP pair is locked out.
     "axes.backends.AxesStandaloneBackend",
+    # ModelBackend with the user's labeler and roles read in the same statement.
+    "labeling.auth.UserWithRolesBackend",
+    # Still listed: sessions logged in through it before stay valid.
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))

@@ -22,9 +22,15 @@ def role_names(user: AbstractBaseUser) -> frozenset[str]:
 
 
 def remember_role_names(user: AbstractBaseUser, names: set[str]) -> None:
-    """Keep the user's role names, read by another query (`selectors.labeler_with_roles`
-    reads them with the labeler), for `role_names` to answer without a query of its own."""
+    """Keep the user's role names, read by another query (the session's user is read with
+    them, labeling.auth; `selectors.labeler_with_roles` reads them with the labeler), for
+    `role_names` to answer without a query of its own."""
     user._stepwise_role_names = frozenset(names)
+
+
+def knows_role_names(user: AbstractBaseUser) -> bool:
+    """Whether the user's role names were read already (no query to ask them)."""
+    return getattr(user, "_stepwise_role_names", None) is not None
 
 
 def has_role(user: AbstractBaseUser | AnonymousUser, *roles: str) -> bool:

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
@@ -140,6 +141,9 @@ def labeler_with_roles(*, user) -> Labeler | None:
     """The user's labeler (None before their first session), and the user's role names read
     in the same query and kept for `permissions.has_role`: every workbench request checks the
     role and needs the labeler, and a rating, the hottest request, was ten round trips."""
+    if permissions.knows_role_names(user) and get_user_model().labeler.is_cached(user):
+        # Read with the user (labeling.auth.UserWithRolesBackend): no statement of its own.
+        return getattr(user, "labeler", None)
     rows = list(Labeler.objects.filter(user=user).values_list("pk", "uuid", "user__groups__name"))
     if not rows:
         return None

@@ -14,6 +14,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 from django_htmx.http import push_url
@@ -137,7 +138,8 @@ def _workbench_context(
         "session": session,
         # Reversed once: the page's rating queue posts here, and a rating re-renders the steps.
         "rate_url": reverse("label-rate", args=[session.pk]),
-        "problem": session.solution.problem,
+        # Read only where the template shows it: a rating's answer (the steps) does not.
+        "problem": SimpleLazyObject(lambda: session.solution.problem),
         "steps": state.items,
         "current": state.current.key if state.current else None,
         "outcome": state.outcome,
@@ -276,7 +278,8 @@ def my_label(request: HttpRequest, session_id: int) -> HttpResponse:
     state = selectors.session_state(session=session)
     context = {
         "session": session,
-        "problem": session.solution.problem,
+        # Read only where the template shows it: a rating's answer (the steps) does not.
+        "problem": SimpleLazyObject(lambda: session.solution.problem),
         "steps": state.items,
         "human_completion": state.human_completion,
         "error_step": state.error_step,

@@ -275,13 +275,14 @@ def test_a_rating_and_a_submission_take_a_fixed_handful_of_queries(problem, make
     session = workbench.next_session(labeler=me).session
     url = reverse("label-rate", args=[session.pk])
     client.post(url, {"step_index": 0, "rating": 1})
-    # Django's session and user; the labeler with its roles; the session locked, its ratings
+    # Django's session; the user with its labeler and roles (labeling.auth); the session
+    # locked with its solution (not the problem, which the answer does not show), its ratings
     # read, the step and its rating inserted, the session touched (in a savepoint here).
     # The answer renders what the write left: its ratings are not read a second time.
     with CaptureQueriesContext(connection) as rating:
         response = client.post(url, {"step_index": 1, "rating": 1, "flagged": "1"})
     assert response.status_code == 200
-    assert len(rating) <= 10, [q["sql"][:90] for q in rating.captured_queries]
+    assert len(rating) <= 9, [q["sql"][:90] for q in rating.captured_queries]
     # ...and renders it right: both ratings, the new one flagged "unsure".
     page = response.content.decode()
     assert 'data-step="0" data-completion="0" data-rated="1" data-flagged="0"' in page
@@ -294,14 +295,14 @@ def test_a_rating_and_a_submission_take_a_fixed_handful_of_queries(problem, make
             HTTP_HX_REQUEST="true",
         )
     assert response.status_code == 200
-    # Django's session and user, the labeler with its roles (3); the submission (5 with its
+    # Django's session, the user with its labeler and roles (2); the submission (5 with its
     # savepoint) and its count (1); the next solution served from the leftover queue (7 with
     # the savepoint: the labeler locked with the current generation read, its open session
     # looked for, screening and quality control tried in one claim, the leftover claim,
     # which says that nobody holds a place of it, the session inserted); what is left,
     # shown (1: the session came with its solution and problem, and a new session has no
     # ratings to read).
-    assert len(submission) <= 17, [q["sql"][:90] for q in submission.captured_queries]
+    assert len(submission) <= 16, [q["sql"][:90] for q in submission.captured_queries]
 
 
 @pytest.mark.django_db
@@ -318,6 +319,32 @@ def test_the_labeler_and_its_roles_come_in_one_query(make_user, make_labeler):
     assert (found.pk, found.uuid, found.user) == (both.pk, both.uuid, both.user)
     # Before the first session there is no labeler, and roles are read as before.
     assert selectors.labeler_with_roles(user=make_user("new")) is None
+
+
+@pytest.mark.django_db
+def test_roles_read_with_the_user_are_read_again_on_every_request(problem, make_labeler):
+    """The user, labeler and roles come in one statement, per request: a role taken away or
+    a user deactivated applies to the very next request, and a session signed in through
+    Django's own ModelBackend (before this backend existed) still works."""
+    pool(problem, 3)
+    me = make_labeler("me")
+    client = signed_in(me.user)
+    assert client.get(reverse("label-next")).status_code == 302
+    me.user.groups.clear()
+    assert client.get(reverse("label-next")).status_code == 403
+    me.user.groups.add(Group.objects.get(name="annotator"))
+    assert client.get(reverse("label-next")).status_code == 302
+    me.user.is_active = False
+    me.user.save(update_fields=["is_active"])
+    assert client.get(reverse("label-next")).status_code == 302  # to the login page
+    assert client.get(reverse("label-next"))["Location"].startswith(reverse("login"))
+
+    other = make_labeler("other")
+    old = Client()
+    old.force_login(other.user, backend="django.contrib.auth.backends.ModelBackend")
+    response = old.get(reverse("label-next"))
+    assert response.status_code == 302
+    assert not response["Location"].startswith(reverse("login"))
 
 
 @pytest.mark.django_db
