@@ -9,6 +9,7 @@ from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 
 from core import permissions, rules
+from core.prepared import Prepared
 from labeling.models import (
     IN_QUEUES,
     Generation,
@@ -67,7 +68,7 @@ def has_submitted_label(**lookups) -> Exists:
     return Exists(submitted_sessions_of(**lookups))
 
 
-def done_by(*, labeler: Labeler) -> Exists:
+def done_by(*, labeler: Labeler | int) -> Exists:
     """For a Solution queryset: whether `labeler` is done with the row, having labeled it or
     skipped it (a skip ended their session without a label, so others still get it). Either
     way it is not served to them again. One subquery for both: serving reads it per row."""
@@ -110,6 +111,12 @@ def queue_left(
     leftover queue's order, which walks its partial index (IN_QUEUES): the count stops after
     `at_most` rows of it and passes no solution that has its labels.
     """
+    if besides is None:
+        besides = 0  # no solution's id
+    return len(_QUEUE_LEFT.rows(labeler=labeler.pk, besides=besides, shape={"at_most": at_most}))
+
+
+def _left_in_queue(*, labeler: int, besides: int, at_most: int) -> QuerySet[Solution]:
     labels = sessions_per_solution(Q(submitted_at__isnull=False))
     return (
         Solution.objects.filter(
@@ -122,9 +129,13 @@ def queue_left(
             ~Q(pk=besides),
             problem__is_bad=False,
         )
-        .order_by(Coalesce("generation_id", Value(0)).desc(), "id")[:at_most]
-        .count()
+        .order_by(Coalesce("generation_id", Value(0)).desc(), "id")
+        .values_list("pk")[:at_most]
     )
+
+
+# Compiled once per process (core.prepared): compiling the count cost more than running it.
+_QUEUE_LEFT = Prepared(_left_in_queue)
 
 
 def my_labels(*, labeler: Labeler) -> QuerySet[LabelingSession]:
@@ -164,16 +175,24 @@ OwnRatings = dict[int, tuple[int | None, bool]]
 
 def own_ratings(session: LabelingSession) -> OwnRatings:
     """The session's ratings of the solution's own steps, with their "unsure" flags."""
+    return {
+        index: (rating, bool(flagged))  # SQLite gives its flags as 0 and 1
+        for index, rating, flagged in _OWN_RATINGS.rows(session=session.pk)
+    }
+
+
+def _own_ratings(*, session: int) -> QuerySet[StepRating]:
     # In step order (the first -1 is the error step), without the model's default ordering,
     # which joins the session table only to sort by it.
-    return {
-        index: (rating, flagged)
-        for index, rating, flagged in StepRating.objects.filter(
-            step__session=session, completion_index=0
-        )
+    return (
+        StepRating.objects.filter(step__session=session, completion_index=0)
         .order_by("step__index")
         .values_list("step__index", "rating", "flagged")
-    }
+    )
+
+
+# Every rating reads them: compiled once per process (core.prepared).
+_OWN_RATINGS = Prepared(_own_ratings)
 
 
 def rated_steps(session: LabelingSession) -> dict[int, int | None]:

@@ -122,7 +122,7 @@ def dismiss_report(*, problem_id: int, by: AbstractBaseUser, now: datetime | Non
 # Reads
 
 
-def reported_by(*, labeler: Labeler) -> Exists:
+def reported_by(*, labeler: Labeler | int) -> Exists:
     """For a Solution queryset: whether the labeler reported the solution's problem."""
     return Exists(ProblemReport.objects.filter(labeler=labeler, problem_id=OuterRef("problem_id")))
 

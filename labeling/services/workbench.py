@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from core import prm800k, rules
 from core.errors import Invalid
+from core.prepared import Prepared
 from labeling.models import (
     IN_QUEUES,
     FinishReason,
@@ -89,60 +90,86 @@ def _sessions_holding(now: datetime) -> Subquery:
     return sessions_per_solution(Q(abandoned_at__isnull=True))
 
 
-def _queues(
-    labeler: Labeler, now: datetime, *, current: int | None, live_open: bool
-) -> Iterator[tuple[str, QuerySet[Solution] | None, bool]]:
-    """Named queues tried in order: (name, candidates, shared by labelers?), each built only
-    when it is reached (building one costs more Python time than its round trip).
+def _candidates(
+    *, queue: str, labeler: int, now: datetime, current: int | None, live_open: bool
+) -> QuerySet[Solution]:
+    """A queue's claimable solutions in serving order, as (id, places held) rows.
 
-    Screening then quality control, one claim for both (`_gold_name` tells which served);
-    phase 1 before phase 2 (a live generation is opened to be labeled now, its candidates
-    built by labeling.services.live, not claimed from the pool); the current generation;
-    leftovers. A problem the labeler reported bad leaves the shared queues for them alone;
-    quality control and screening are served to them still (see `reports`).
-
-    Every queue is within IN_QUEUES, which the queues' partial indexes hold: the claim walks
-    no solution that has its labels already, however much of the pool is labeled.
+    Screening then quality control are one queue, "gold" (`_gold_name` tells which served);
+    "generation" is the current generation's, "leftover" every other. A problem the labeler
+    reported bad leaves the shared queues for them alone; quality control and screening are
+    served to them still (see `reports`). Every queue is within IN_QUEUES, which the queues'
+    partial indexes hold: the claim walks no solution that has its labels already, however
+    much of the pool is labeled.
     """
     # Conditions given together rather than chained: each call copies the query.
     available = Solution.objects.filter(IN_QUEUES, ~done_by(labeler=labeler), problem__is_bad=False)
     if live_open:
         # Live trajectories belong to the labeler who writes them (labeling.services.live).
         available = available.exclude(generation__mode=Generation.Mode.LIVE)
-    gold = Q(is_screening=True) | (
-        Q(is_quality_control=True) & (Q(generation_id=current) | Q(generation__isnull=True))
-    )
-    yield "gold", available.filter(gold).order_by(F("is_screening").desc(), "id"), False
-    if live_open:
-        yield "live", None, False
+    if queue == "gold":
+        gold = Q(is_screening=True) | (
+            Q(is_quality_control=True) & (Q(generation_id=current) | Q(generation__isnull=True))
+        )
+        claimable = available.filter(gold).order_by(F("is_screening").desc(), "id")
+        return _claimed(claimable.annotate(holding=Value(0)))
     shared = available.filter(
         ~reports.reported_by(labeler=labeler),
         LessThan(Coalesce(_taken_places(now), 0), F("labels_wanted")),
         is_quality_control=False,
         is_screening=False,
     ).annotate(holding=Coalesce(_sessions_holding(now), 0))
-    if current is not None:
+    if queue == "generation":
         # In the order of the index `solution_generation_queue`.
-        yield "generation", shared.filter(generation_id=current).order_by("-priority", "id"), True
+        return _claimed(shared.filter(generation_id=current).order_by("-priority", "id"))
     # Newest generation first: generation ids follow their numbers (generations are created in
     # number order), and ordering by the id column lets the claim walk the index
     # `solution_leftover_order` rather than sort every unlabeled solution. Solutions of no
     # generation (0) come last.
-    yield "leftover", shared.order_by(Coalesce("generation_id", Value(0)).desc(), "id"), True
+    return _claimed(shared.order_by(Coalesce("generation_id", Value(0)).desc(), "id"))
+
+
+def _claimed(candidates: QuerySet[Solution]) -> QuerySet[Solution]:
+    # On PostgreSQL one SELECT ... FOR UPDATE SKIP LOCKED: concurrent requests skip each
+    # other's rows instead of queueing behind them. SQLite has no row locks; there the write
+    # transaction and the partial unique constraint keep the guarantee.
+    if connection.features.has_select_for_update_skip_locked:
+        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+    return candidates.values_list("pk", "holding")[:1]
+
+
+# Compiled once per process and shape: compiling the claim cost more than running it.
+_CLAIM = Prepared(_candidates)
+
+
+def _queues(*, current: int | None, live_open: bool) -> Iterator[tuple[str, bool]]:
+    """Named queues tried in order: (name, shared by labelers?). Phase 1 before phase 2: a
+    live generation is opened to be labeled now, its candidates built by
+    labeling.services.live, not claimed from the pool."""
+    yield "gold", False
+    if live_open:
+        yield "live", False
+    if current is not None:
+        yield "generation", True
+    yield "leftover", True
 
 
 def _gold_name(solution: Solution) -> str:
     return "screening" if solution.is_screening else "quality_control"
 
 
-def _claim(candidates: QuerySet[Solution]) -> Solution | None:
-    # On PostgreSQL this is one SELECT ... FOR UPDATE SKIP LOCKED: concurrent requests skip
-    # each other's rows instead of queueing behind them. SQLite has no row locks; there the
-    # write transaction and the partial unique constraint keep the guarantee.
-    if connection.features.has_select_for_update_skip_locked:
-        candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-    # The problem, already joined, comes along for the page that shows the solution.
-    return candidates.select_related("problem").first()
+def _claim(*, queue: str, labeler: Labeler, now: datetime, current: int | None, live_open: bool):
+    """The queue's next solution, locked, with its problem (for the page that shows it) and
+    how many of its places are held; None when the queue has nothing for the labeler."""
+    found = _CLAIM.rows(
+        queue=queue, labeler=labeler.pk, now=now, current=current, live_open=live_open
+    )
+    if not found:
+        return None
+    pk, holding = found[0]
+    solution = Solution.objects.select_related("problem").get(pk=pk)
+    solution.holding = holding
+    return solution
 
 
 def next_session(*, labeler: Labeler, now: datetime | None = None) -> NextSession | None:
@@ -177,14 +204,20 @@ def _lock_labeler(labeler: Labeler) -> tuple[int | None, bool]:
     Read in the same statement (a round trip less): the current generation's id, and whether
     a live generation is open. (Only the labeler's row is locked: FOR UPDATE does not reach
     into the subqueries.)"""
+    rows = _LOCK_LABELER.rows(labeler=labeler.pk)
+    return (rows[0][0], bool(rows[0][1])) if rows else (None, False)
+
+
+def _labeler_locked(*, labeler: int) -> QuerySet[Labeler]:
     live = Generation.objects.filter(mode=Generation.Mode.LIVE)
-    row = (
+    return (
         Labeler.objects.select_for_update(no_key=True)
-        .filter(pk=labeler.pk)
+        .filter(pk=labeler)
         .values_list(current_generation_id(), Exists(live))
-        .first()
     )
-    return row if row is not None else (None, False)
+
+
+_LOCK_LABELER = Prepared(_labeler_locked)
 
 
 def _resumable(labeler: Labeler) -> LabelingSession | None:
@@ -202,15 +235,17 @@ def _resumable(labeler: Labeler) -> LabelingSession | None:
 def _assign_from_queues(
     *, labeler: Labeler, now: datetime, current: int | None, live_open: bool
 ) -> NextSession | None:
-    for name, candidates, shared in _queues(labeler, now, current=current, live_open=live_open):
-        if candidates is None:
+    for name, shared in _queues(current=current, live_open=live_open):
+        if name == "live":
             from labeling.services import live
 
             session = live.next_live_session(labeler=labeler, now=now)
             if session is not None:
                 return NextSession(session=session, queue=name)
             continue
-        solution = _claim(candidates)
+        solution = _claim(
+            queue=name, labeler=labeler, now=now, current=current, live_open=live_open
+        )
         if solution is None:
             continue
         if name == "gold":
