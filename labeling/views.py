@@ -180,7 +180,7 @@ def label_session(request: HttpRequest, session_id: int) -> HttpResponse:
     if not session.is_open:
         return redirect("label-next")
     if session.queue == "live":
-        return render(request, "labeling/live.html", _live_context(session))
+        return render(request, "labeling/live.html", _live_context(session, labeler=labeler))
     return render(request, "labeling/workbench.html", _workbench_context(session, labeler=labeler))
 
 
@@ -251,7 +251,7 @@ def _next_solution(request: HttpRequest, labeler: Labeler, *, confirmation: str)
     session = served.session  # with its solution and problem
     if session.queue == "live":
         session = LabelingSession.objects.select_related("solution__problem").get(pk=session.pk)
-        context = _live_context(session, confirmation=confirmation)
+        context = _live_context(session, confirmation=confirmation, labeler=labeler)
         response = render(request, "labeling/_live.html", context)
         return push_url(response, reverse("label-session", args=[session.pk]))
     context = _workbench_context(
@@ -476,8 +476,13 @@ def human_completion(request: HttpRequest, session_id: int) -> HttpResponse:
 # --- phase-1 live labeling (labeling.services.live) ------------------------------------------
 
 
-def _live_context(session: LabelingSession, *, confirmation: str = "") -> dict:
+def _live_context(
+    session: LabelingSession, *, confirmation: str = "", labeler: Labeler | None = None
+) -> dict:
+    """What the live page shows; `labeler` for the whole page (its queue count), not for the
+    steps part that each action re-renders."""
     return {
+        "queue_left": None if labeler is None else live.problems_left(labeler=labeler),
         "session": session,
         "problem": session.solution.problem,
         "state": live.live_state(session=session),

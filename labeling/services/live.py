@@ -155,26 +155,38 @@ def next_live_session(*, labeler: Labeler, now: datetime) -> LabelingSession | N
     """A new trajectory on the first problem of the newest live generation that this labeler
     has not started (each problem once per labeler), or None."""
     for generation in open_live_generations():
-        problem_ids = _live(generation)["problems"]
-        started = set(
-            LabelingSession.objects.filter(labeler=labeler, generation=generation).values_list(
-                "solution__problem_id", flat=True
-            )
-        )
-        reported = set(
-            ProblemReport.objects.filter(labeler=labeler, problem_id__in=problem_ids).values_list(
-                "problem_id", flat=True
-            )
-        )
-        usable = set(
-            Problem.objects.filter(pk__in=problem_ids, is_bad=False).values_list("pk", flat=True)
-        )
-        for problem_id in problem_ids:
-            if problem_id in usable and problem_id not in started and problem_id not in reported:
-                return _start(
-                    generation=generation, problem_id=problem_id, labeler=labeler, now=now
-                )
+        for problem_id in _unstarted(generation=generation, labeler=labeler):
+            return _start(generation=generation, problem_id=problem_id, labeler=labeler, now=now)
     return None
+
+
+def problems_left(*, labeler: Labeler) -> int:
+    """How many problems of the open live generations the labeler has still to start (the
+    live page's queue count, as the workbench shows its own)."""
+    return sum(
+        len(_unstarted(generation=generation, labeler=labeler))
+        for generation in open_live_generations()
+    )
+
+
+def _unstarted(*, generation: Generation, labeler: Labeler) -> list[int]:
+    """The generation's problems, in its order, that the labeler has not started, has not
+    reported, and that are not marked bad."""
+    problem_ids = _live(generation)["problems"]
+    started = set(
+        LabelingSession.objects.filter(labeler=labeler, generation=generation).values_list(
+            "solution__problem_id", flat=True
+        )
+    )
+    reported = set(
+        ProblemReport.objects.filter(labeler=labeler, problem_id__in=problem_ids).values_list(
+            "problem_id", flat=True
+        )
+    )
+    usable = set(
+        Problem.objects.filter(pk__in=problem_ids, is_bad=False).values_list("pk", flat=True)
+    )
+    return [p for p in problem_ids if p in usable and p not in started and p not in reported]
 
 
 def _start(

@@ -160,6 +160,11 @@
   document.addEventListener("htmx:afterSwap", () => release());
 
   document.addEventListener("click", (event) => {
+    if (event.target.matches("[data-keymap-toggle]")) {
+      event.preventDefault();
+      document.getElementById("keymap").showModal();
+      return;
+    }
     const steps = section();
     if (!steps || !steps.contains(event.target)) return;
     const button = event.target.closest("button");
