@@ -390,7 +390,8 @@ class LiveSessionView(APIView):
 
 
 class LiveActionView(APIView):
-    """rate/, choose/, write/, retry/ or finish/ on the caller's live session; each repeat
+    """rate/, choose/, write/, retry/, stop/ (stop waiting for proposals) or finish/ on the
+    caller's live session; each repeat
     of the same request stores nothing twice."""
 
     permission_classes = [IsLabeler]
@@ -404,6 +405,7 @@ class LiveActionView(APIView):
             "choose": s.LiveChooseSerializer,
             "write": s.LiveWriteSerializer,
             "retry": s.LiveStepSerializer,
+            "stop": s.LiveStepSerializer,
             "finish": s.LiveFinishSerializer,
         }.get(action)
         if serializer is None:
@@ -435,6 +437,8 @@ class LiveActionView(APIView):
             session = live.retry_proposals(
                 session_id=pk, labeler=labeler, step_index=d["step_index"]
             )
+        elif action == "stop":
+            session = live.stop_waiting(session_id=pk, labeler=labeler, step_index=d["step_index"])
         else:
             session = live.finish_live(
                 session_id=pk,

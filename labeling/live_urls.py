@@ -11,5 +11,6 @@ urlpatterns = [
     path("label/<int:session_id>/live/choose/", views.live_choose, name="live-choose"),
     path("label/<int:session_id>/live/write/", views.live_write, name="live-write"),
     path("label/<int:session_id>/live/retry/", views.live_retry, name="live-retry"),
+    path("label/<int:session_id>/live/stop/", views.live_stop, name="live-stop"),
     path("label/<int:session_id>/live/finish/", views.live_finish, name="live-finish"),
 ]

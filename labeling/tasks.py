@@ -36,3 +36,13 @@ def propose_steps_task(session_id: int, step_index: int) -> str:
     from labeling.services import live
 
     return live.propose_steps(session_id=session_id, step_index=step_index)
+
+
+@shared_task(acks_late=True)
+def prefetch_next_step_task(session_id: int, step_index: int, completion_index: int) -> str:
+    # Idempotent as propose_steps_task: a prefetch that ran (or whose step moved on) is skipped.
+    from labeling.services import live
+
+    return live.prefetch_next_step(
+        session_id=session_id, step_index=step_index, completion_index=completion_index
+    )

@@ -564,6 +564,15 @@ def live_retry(request: HttpRequest, session_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
+def live_stop(request: HttpRequest, session_id: int) -> HttpResponse:
+    session = live.stop_waiting(
+        session_id=session_id, labeler=_labeler(request), step_index=_int(request, "step_index")
+    )
+    return _live_step(request, session)
+
+
+@login_required
+@require_POST
 def live_finish(request: HttpRequest, session_id: int) -> HttpResponse:
     labeler = _labeler(request)
     live.finish_live(

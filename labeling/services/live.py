@@ -79,6 +79,8 @@ PHASE1_QUESTION_ABSENT = [
 ]
 PENDING, READY, FAILED = "pending", "ready", "failed"
 PROPOSE_STEPS_TASK = "labeling.tasks.propose_steps_task"
+PREFETCH_TASK = "labeling.tasks.prefetch_next_step_task"
+STOPPED = "You stopped waiting for the generator. Try again, or give up this problem below."
 # A small model often proposes the step just chosen again (SmolLM2-135M did so in 7 of 12
 # samples at step 2 of "What is 2 + 2?"), or an empty step: those are dropped and more samples
 # are drawn, with new seeds, for at most this many rounds before the step fails.
@@ -219,24 +221,42 @@ def _start(
     return session
 
 
-def _new_step(*, session: LabelingSession, index: int) -> StepLabel:
-    """The next step, waiting for its proposals; the task is sent once the row is committed."""
+def _new_step(
+    *, session: LabelingSession, index: int, prefetched: list[str] | None = None
+) -> StepLabel:
+    """The next step, with the proposals prefetched for it (`prefetch_next_step`), or waiting
+    for them: the task is sent once the row is committed."""
     live = _live(session.generation)
     step = StepLabel.objects.create(
         session=session,
         index=index,
         extra={
             "live": {
-                "status": PENDING,
+                "status": READY if prefetched else PENDING,
                 "generator": live["generator"],
                 "sampling": live["sampling"],
                 "proposals": live["proposals"],
                 "seed_offset": seed_offset(session_id=session.pk, step_index=index),
+                "requested_at": timezone.now().isoformat(),
+                "prefetched": bool(prefetched),
             }
         },
     )
-    _enqueue(session_id=session.pk, step_index=index)
+    if prefetched:
+        _store_proposals(step=step, proposals=prefetched)
+    else:
+        _enqueue(session_id=session.pk, step_index=index)
     return step
+
+
+def _store_proposals(*, step: StepLabel, proposals: list[str]) -> None:
+    StepRating.objects.bulk_create(
+        [
+            StepRating(step=step, completion_index=i, text=text[:HUMAN_COMPLETION_MAX_CHARS])
+            for i, text in enumerate(proposals)
+        ],
+        ignore_conflicts=True,
+    )
 
 
 def seed_offset(*, session_id: int, step_index: int) -> int:
@@ -283,58 +303,156 @@ def propose_steps(*, session_id: int, step_index: int) -> str:
     if info.get("status") != PENDING:
         return info.get("status", "gone")
     solution = step.session.solution
-    spec = GeneratorSpec.from_dict(info["generator"])
-    settings = SamplingSettings.from_dict(info["sampling"])
-    error = ""
-    proposals: list[str] = []
-    try:
-        generator = open_generator(spec)
-        try:
-            proposals = _new_proposals(
-                generator=generator,
-                problem=solution.problem.text,
-                steps=list(solution.steps[:step_index]),
-                k=info["proposals"],
-                settings=settings,
-                seed_offset=info["seed_offset"],
-                attempt=info.get("attempt", 0),
-            )
-        finally:
-            generator.close()
-    # The labeler reads a plain sentence; the generator's address and whatever its backend
-    # said (an internal URL, a reply body) go to the worker's log for the operator.
-    except GeneratorUnavailable as exc:
-        logger.warning("live step %s/%s: %s", session_id, step_index, exc)
-        error = "The generator did not answer. Try again, or tell a researcher if it persists."
-    except Exception:  # noqa: BLE001 - any backend failure is shown, never a 500
-        logger.exception("live step %s/%s: the generator failed", session_id, step_index)
-        error = "The generator failed. Try again, or tell a researcher if it persists."
-    if not error and not proposals:
-        error = (
-            f"The generator proposed no new step in {PROPOSAL_ROUNDS} rounds of samples: "
-            "its replies were empty or repeated a step of the solution so far."
-        )
+    proposals, error = _generate(
+        info=info,
+        problem=solution.problem.text,
+        steps=list(solution.steps[:step_index]),
+        seed=info["seed_offset"],
+        attempt=info.get("attempt", 0),
+    )
+    return _fill_step(step_pk=step.pk, proposals=proposals, error=error)
+
+
+def _fill_step(*, step_pk: int, proposals: list[str], error: str) -> str:
+    """Store a pending step's proposals (or its failure), unless it is pending no more: the
+    first of the step's task and its prefetch to finish fills it, the other's are dropped,
+    and so are proposals that come after the labeler stopped waiting."""
     with transaction.atomic():
-        step = StepLabel.objects.select_for_update().filter(pk=step.pk).first()
+        step = StepLabel.objects.select_for_update().filter(pk=step_pk).first()
         if step is None or step.extra.get("live", {}).get("status") != PENDING:
             return "gone" if step is None else step.extra["live"]["status"]
         live = dict(step.extra["live"])
         if error:
             live.update(status=FAILED, error=error)
         else:
-            StepRating.objects.bulk_create(
-                [
-                    StepRating(
-                        step=step, completion_index=i, text=text[:HUMAN_COMPLETION_MAX_CHARS]
-                    )
-                    for i, text in enumerate(proposals)
-                ],
-                ignore_conflicts=True,
-            )
+            _store_proposals(step=step, proposals=proposals)
             live.update(status=READY, error="")
         step.extra = {**step.extra, "live": live}
         step.save(update_fields=["extra"])
     return live["status"]
+
+
+def _generate(
+    *, info: dict[str, Any], problem: str, steps: list[str], seed: int, attempt: int
+) -> tuple[list[str], str]:
+    """Proposals for the step after `steps`, or the sentence the labeler reads on failure."""
+    spec = GeneratorSpec.from_dict(info["generator"])
+    settings = SamplingSettings.from_dict(info["sampling"])
+    try:
+        generator = open_generator(spec)
+        try:
+            proposals = _new_proposals(
+                generator=generator,
+                problem=problem,
+                steps=steps,
+                k=info["proposals"],
+                settings=settings,
+                seed_offset=seed,
+                attempt=attempt,
+            )
+        finally:
+            generator.close()
+    # The labeler reads a plain sentence; the generator's address and whatever its backend
+    # said (an internal URL, a reply body) go to the worker's log for the operator.
+    except GeneratorUnavailable as exc:
+        logger.warning("live proposals after step %s: %s", len(steps), exc)
+        return [], "The generator did not answer. Try again, or tell a researcher if it persists."
+    except Exception:  # noqa: BLE001 - any backend failure is shown, never a 500
+        logger.exception("live proposals after step %s: the generator failed", len(steps))
+        return [], "The generator failed. Try again, or tell a researcher if it persists."
+    if not proposals:
+        return [], (
+            f"The generator proposed no new step in {PROPOSAL_ROUNDS} rounds of samples: "
+            "its replies were empty or repeated a step of the solution so far."
+        )
+    return proposals, ""
+
+
+# --- prefetching: the next step's proposals while the labeler rates this one -------------------
+
+
+def _prefetch(*, step: StepLabel, completion_index: int, text: str) -> None:
+    """Start proposing the step after `completion_index` once it is rated +1 (the likeliest
+    continuation), one per step: the generator works while the labeler rates the rest, and
+    choosing it shows the next proposals without a wait. An answer step has no next step."""
+    if step_answer(text):
+        return
+    live = dict((step.extra or {}).get("live", {}))
+    if "prefetch" in live and live["prefetch"]["completion"] != completion_index:
+        return  # one per step: the generator's time goes to what the labeler waits for
+    if "prefetch" not in live:
+        live["prefetch"] = {"completion": completion_index, "status": PENDING}
+        step.extra = {**step.extra, "live": live}
+        step.save(update_fields=["extra"])
+        transaction.on_commit(
+            partial(
+                _queue_prefetch,
+                session_id=step.session_id,
+                step_index=step.index,
+                completion_index=completion_index,
+            )
+        )
+
+
+def _queue_prefetch(*, session_id: int, step_index: int, completion_index: int) -> None:
+    try:
+        queue_task(PREFETCH_TASK, (session_id, step_index, completion_index))
+    except (BrokerError, OSError) as exc:
+        # Nothing is lost: choosing the proposal asks for the next step as it always did.
+        logger.warning("live prefetch %s/%s: broker unreachable: %s", session_id, step_index, exc)
+
+
+def prefetch_next_step(*, session_id: int, step_index: int, completion_index: int) -> str:
+    """Propose the step after proposal `completion_index` of `step_index`, as the step's own
+    task will once it is chosen (same seeds), and keep them on the step; if it was chosen
+    meanwhile, fill the next step directly when it still waits."""
+    step = (
+        StepLabel.objects.select_related("session__solution__problem")
+        .filter(session_id=session_id, index=step_index)
+        .first()
+    )
+    if step is None:
+        return "gone"
+    live = (step.extra or {}).get("live", {})
+    prefetch = live.get("prefetch", {})
+    if prefetch.get("completion") != completion_index or prefetch.get("status") != PENDING:
+        return prefetch.get("status", "gone")
+    rating = StepRating.objects.filter(step=step, completion_index=completion_index).first()
+    if rating is None:
+        return "gone"
+    solution = step.session.solution
+    proposals, error = _generate(
+        info=live,
+        problem=solution.problem.text,
+        steps=[*solution.steps[:step_index], rating.text],
+        seed=seed_offset(session_id=session_id, step_index=step_index + 1),
+        attempt=0,
+    )
+    with transaction.atomic():
+        step = StepLabel.objects.select_for_update().filter(pk=step.pk).first()
+        if step is None:
+            return "gone"
+        live = dict(step.extra.get("live", {}))
+        live["prefetch"] = {
+            "completion": completion_index,
+            "status": FAILED if error else READY,
+            "proposals": proposals,
+        }
+        step.extra = {**step.extra, "live": live}
+        step.save(update_fields=["extra"])
+    following = StepLabel.objects.filter(session_id=session_id, index=step_index + 1).first()
+    if following is not None and step.chosen_completion == completion_index and not error:
+        # Chosen while the generator was at work: the waiting step takes these proposals,
+        # and its own task, finding it filled, stores nothing.
+        return _fill_step(step_pk=following.pk, proposals=proposals, error="")
+    return live["prefetch"]["status"]
+
+
+def _prefetched(step: StepLabel, completion_index: int) -> list[str] | None:
+    prefetch = (step.extra or {}).get("live", {}).get("prefetch", {})
+    if prefetch.get("completion") == completion_index and prefetch.get("status") == READY:
+        return prefetch.get("proposals") or None
+    return None
 
 
 def _fail_step(*, session_id: int, step_index: int, error: str) -> None:
@@ -427,6 +545,9 @@ def rate_proposal(
         )
         if not updated:
             raise LabelingRefused(f"Step {step_index + 1} has no proposal {completion_index + 1}.")
+        if rating == 1:
+            text = StepRating.objects.get(step=step, completion_index=completion_index).text
+            _prefetch(step=step, completion_index=completion_index, text=text)
         touch(session, now)
         session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
     return session
@@ -466,7 +587,9 @@ def choose_proposal(
         text = StepRating.objects.get(step=step, completion_index=completion_index).text
         step.chosen_completion = completion_index
         step.save(update_fields=["chosen_completion"])
-        _advance(session=session, text=text, now=now)
+        _advance(
+            session=session, text=text, now=now, prefetched=_prefetched(step, completion_index)
+        )
     return session
 
 
@@ -522,10 +645,30 @@ def retry_proposals(*, session_id: int, labeler: Labeler, step_index: int) -> La
         if live.get("status") != FAILED:
             return session  # pending or ready: nothing to retry, and no second task
         # A new try draws new seeds: the same ones would give the same failing replies.
-        live.update(status=PENDING, error="", attempt=live.get("attempt", 0) + 1)
+        live.update(
+            status=PENDING,
+            error="",
+            attempt=live.get("attempt", 0) + 1,
+            requested_at=timezone.now().isoformat(),
+        )
         step.extra = {**step.extra, "live": live}
         step.save(update_fields=["extra"])
         _enqueue(session_id=session.pk, step_index=step_index)
+    return session
+
+
+def stop_waiting(*, session_id: int, labeler: Labeler, step_index: int) -> LabelingSession:
+    """Stop waiting for a step's proposals: the step shows "Try again" (and the page's give-up
+    stays there); proposals that arrive afterwards are dropped."""
+    with transaction.atomic():
+        session = _live_session(session_id=session_id, labeler=labeler)
+        step = _current(session, step_index)
+        live = dict((step.extra or {}).get("live", {}))
+        if live.get("status") != PENDING:
+            return session  # they came meanwhile, or it was stopped already
+        live.update(status=FAILED, error=STOPPED)
+        step.extra = {**step.extra, "live": live}
+        step.save(update_fields=["extra"])
     return session
 
 
@@ -577,7 +720,9 @@ def _locked_any(*, session_id: int, labeler: Labeler) -> LabelingSession:
     return locked_session(session_id=session_id, labeler=labeler)
 
 
-def _advance(*, session: LabelingSession, text: str, now: datetime) -> None:
+def _advance(
+    *, session: LabelingSession, text: str, now: datetime, prefetched: list[str] | None = None
+) -> None:
     solution = session.solution
     solution.steps = [*solution.steps, text]
     # The answer step may carry its last words before "# Answer" (as PRM800K's do).
@@ -589,7 +734,7 @@ def _advance(*, session: LabelingSession, text: str, now: datetime) -> None:
         _end(session=session, finish_reason="solution", finish_reason_text="", now=now)
         return
     solution.save(update_fields=["steps", "content_hash"])
-    _new_step(session=session, index=len(solution.steps))
+    _new_step(session=session, index=len(solution.steps), prefetched=prefetched)
     touch(session, now)
     session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
 
@@ -631,6 +776,7 @@ def live_state(*, session: LabelingSession) -> dict[str, Any]:
             "human_completion": human,
             "status": (step.extra or {}).get("live", {}).get("status", READY),
             "error": (step.extra or {}).get("live", {}).get("error", ""),
+            "waiting_seconds": _waiting_seconds(step),
         }
         if step.chosen_completion is None and human is None and session.is_open:
             current = entry
@@ -662,3 +808,12 @@ def live_state(*, session: LabelingSession) -> dict[str, Any]:
         "can_write": can_write,
         "can_found_error": can_write,
     }
+
+
+def _waiting_seconds(step: StepLabel) -> int | None:
+    """How long the step's proposals have been awaited (None unless they are)."""
+    live = (step.extra or {}).get("live", {})
+    if live.get("status") != PENDING or not live.get("requested_at"):
+        return None
+    since = datetime.fromisoformat(live["requested_at"])
+    return max(int((timezone.now() - since).total_seconds()), 0)

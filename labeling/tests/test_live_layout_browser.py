@@ -1,10 +1,14 @@
-"""Live labeling's page laid out as well as the workbench's (issue 30, point 1): at 1400 and
-390 px, proposals numbered as the buttons name them, "Continue from proposal N" on one line
-in the text's column, "written by you" on one line, no sideways scroll, the keys' help and the
-queue count as on the phase-2 page.
+"""Live labeling's page laid out as well as the workbench's (issue 30, point 1), and keeping
+the labeler busy (point 2): at 1400 and 390 px, proposals numbered as the buttons name them,
+"Continue from proposal N" on one line in the text's column, "written by you" on one line,
+no sideways scroll, the keys' help and the queue count as on the phase-2 page; the next
+step's proposals prepared while the labeler rates this step's, so that after the first
+there is no wait.
 
 The proposals come from a scripted generator: this is the page's layout; the real generator
 (SmolLM2 behind `transformers serve`) drives the same page in test_live_browser.py."""
+
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -21,11 +25,18 @@ PROPOSALS = [
 
 
 class Scripted:
+    delay = 0.0  # seconds per call: a generator that takes its time, as a real one does
+
     def __init__(self, spec):
         self.spec = spec
 
     def generate(self, *, requests, settings):
-        return [PROPOSALS[i % len(PROPOSALS)] for i in range(len(requests))]
+        time.sleep(Scripted.delay)
+        # Numbered by call, so that no proposal repeats a step already taken.
+        Scripted.calls = getattr(Scripted, "calls", 0) + 1
+        return [
+            f"{PROPOSALS[i % len(PROPOSALS)]} (call {Scripted.calls})" for i in range(len(requests))
+        ]
 
     def close(self):
         pass
@@ -34,6 +45,7 @@ class Scripted:
 @pytest.fixture
 def live_generation(transactional_db, monkeypatch, eager_tasks):
     monkeypatch.setattr(live, "open_generator", Scripted)
+    monkeypatch.setattr(Scripted, "delay", 0.0)
     problems = [
         Problem.objects.create(
             text=f"Three times a number, plus ${n}$, is $17$. Find it.", answer="5"
@@ -104,3 +116,25 @@ def test_live_page_at_1400_and_390(page, live_server, live_generation):
         for theme in ("light", "dark"):
             page.emulate_media(color_scheme=theme)
             check_layout(page, width=width)
+
+
+def test_after_the_first_step_the_next_proposals_are_there_when_the_labeler_is(
+    page, live_server, live_generation
+):
+    # Each generator call takes 2 s. The proposals of step 1 are awaited (nothing could
+    # prepare them); the +1 on a proposal starts its next step's proposals at once, so
+    # choosing it (Enter) shows them without a wait.
+    Scripted.delay = 2.0
+    page.goto(f"{live_server.url}/label/")
+    proposals = page.locator("#live-steps .proposals > li")
+    expect(proposals).to_have_count(3, timeout=20_000)
+    for key in ("3", "1", "1"):
+        page.keyboard.press(key)
+    expect(page.locator("#live-steps .proposals > li[data-rated]")).to_have_count(3, timeout=20_000)
+    started = time.monotonic()
+    page.keyboard.press("Enter")
+    expect(page.locator("#live-steps .path > li")).to_have_count(1, timeout=20_000)
+    expect(proposals).to_have_count(3, timeout=20_000)
+    waited = time.monotonic() - started
+    assert page.locator("#live-pending").count() == 0
+    assert waited < 1.5, f"waited {waited:.1f} s for step 2's proposals"

@@ -177,6 +177,10 @@
     } else if (button.dataset.retry !== undefined) {
       queue.push({ kind: "retry", step: state.step, done: "Asking the generator again…" });
       send();
+    } else if (button.dataset.stop !== undefined) {
+      held.length = 0; // presses held for these proposals are aimed at nothing now
+      queue.push({ kind: "stop", step: state.step, done: "Stopped waiting: try again, or give up below." });
+      send();
     } else if (button.dataset.finish) {
       queue.push({ kind: "finish", step: state.step, finish: button.dataset.finish, done: "Submitted." });
       send();
