@@ -6,7 +6,7 @@ PORT ?= 8000
 
 .PHONY: run test test-fast setup migrate lint bench bench-export bench-serve bench-score bench-train \
 	bench-train-gpu bench-serve-load bench-active-learning bench-generate bench-text clean \
-	models-smollm2
+	models-smollm2 gpu-carry gpu-check
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -109,6 +109,17 @@ bench-active-learning: setup
 BENCH_TRAIN_GPU_ARGS ?=
 bench-train-gpu: setup
 	$(BIN)/python bench/train_gpu.py $(BENCH_TRAIN_GPU_ARGS)
+
+# The GPU check (docs/benchmarks.md, "GPU check"): `make gpu-carry` here prepares the wheels and
+# the SmolLM2 weights a lent GPU machine lacks (git-ignored var/gpu-carry/, var/gpu-stage/);
+# `make gpu-check` there runs every GPU test and figure in under 8 minutes into $OUT;
+# `make gpu-check DRY=1` is the same on this CPU at tiny shapes. No `setup`: the GPU machine
+# has no network and its own python3, torch and transformers.
+GPU_PYTHON ?= $(if $(wildcard $(BIN)/python),$(BIN)/python,python3)
+gpu-carry: $(SMOLLM2)
+	$(BIN)/python bench/gpu_carry.py
+gpu-check:
+	$(GPU_PYTHON) bench/gpu_check.py $(if $(DRY),--dry) $(GPU_CHECK_ARGS)
 
 BENCH_TRAIN_ARGS ?= --rounds 3
 bench-train: setup
