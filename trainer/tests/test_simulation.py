@@ -370,3 +370,31 @@ def test_samples_stay_what_the_documented_figures_were_measured_on():
         "# Answer\n\n3",
     ]
     assert second.states == (("+", (5, 2, 4)), ("+", (5, 8)), ("+", (5, 8)), 3, 3)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.django_db
+def test_simulate_shows_generations_done_and_time_left_on_a_terminal(
+    settings, tmp_path, monkeypatch
+):
+    """Issue 30, point 12: a simulation runs for hours and said only a line per generation."""
+    settings.PRM_MODEL_DIR = tmp_path / "models"
+    settings.PRM_HEARTBEAT_SECONDS = 3600
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    call_command(
+        "simulate",
+        *("--generations", "2", "--labels-per-generation", "20"),
+        *("--pool-size", "120", "--samples-per-problem", "4", "--quality-control", "1"),
+        *("--labelers", "1", "--seed", "5", "--test-problems", "4", "--test-samples", "8"),
+        *("--best-of", "1,4", "--trials", "4", "--epochs", "1"),
+        stdout=io.StringIO(),
+    )
+    shown = terminal.getvalue()
+    assert "simulation" in shown and "2/2" in shown and "generation" in shown
+    # The simulation's own lines come above the bar, on the same stream.
+    assert "Generation 1:" in shown

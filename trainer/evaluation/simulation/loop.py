@@ -224,8 +224,11 @@ def run_simulation(
     *,
     emit: Emit | None = None,
     orm_cache: dict | None = None,
+    advanced: Callable[[], None] | None = None,
 ) -> SimulationResult:
     """Run `config.generations` generations from a fresh simulation state; see the module doc.
+
+    `advanced` is called after each generation (a command's progress bar).
 
     `orm_cache` (label count -> ORM scores of the test set) lets runs with the same seed and
     test set share their ORM baselines: the ORM does not depend on the strategy.
@@ -335,6 +338,8 @@ def run_simulation(
             }
             result.generations.append(row)
             say(f"{summary_line(row, config.best_of)} ({_seconds(timings)})")
+            if advanced is not None:
+                advanced()
     return result
 
 
@@ -404,7 +409,11 @@ def summary_line(row: dict, sizes) -> str:
 
 
 def compare(
-    config: SimulationConfig, *, strategies=STRATEGIES, emit: Emit | None = None
+    config: SimulationConfig,
+    *,
+    strategies=STRATEGIES,
+    emit: Emit | None = None,
+    advanced: Callable[[], None] | None = None,
 ) -> dict[str, SimulationResult]:
     """Every strategy from the same seed (same pool, same first generation, same test set)."""
     say = emit or (lambda line: None)
@@ -413,7 +422,7 @@ def compare(
     for strategy in strategies:
         say(f"--- strategy {strategy} ---")
         results[strategy] = run_simulation(
-            replace(config, strategy=strategy), emit=emit, orm_cache=orm_cache
+            replace(config, strategy=strategy), emit=emit, orm_cache=orm_cache, advanced=advanced
         )
     return results
 

@@ -15,7 +15,7 @@ mean and sample standard deviation over seeds, beside the per-seed values, for:
 `aggregate` reads only `loop.result_dict` payloads, so it runs on stored JSON as well.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -42,13 +42,16 @@ def compare_seeds(
     seeds: Sequence[int],
     strategies: Sequence[str] = loop.STRATEGIES,
     emit: loop.Emit | None = None,
+    advanced: Callable[[], None] | None = None,
 ) -> dict[int, dict[str, loop.SimulationResult]]:
     """`loop.compare` of `strategies` once per seed: seed -> strategy -> result."""
     say = emit or (lambda line: None)
     per_seed = {}
     for seed in seeds:
         say(f"=== seed {seed} ===")
-        per_seed[seed] = loop.compare(replace(config, seed=seed), strategies=strategies, emit=emit)
+        per_seed[seed] = loop.compare(
+            replace(config, seed=seed), strategies=strategies, emit=emit, advanced=advanced
+        )
     return per_seed
 
 

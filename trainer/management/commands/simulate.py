@@ -1,8 +1,10 @@
 import json
+import sys
 from dataclasses import fields
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
 
 from trainer.evaluation.simulation import label_sources, loop, seeds
 
@@ -151,7 +153,12 @@ class Command(BaseCommand):
         if options["compare"]:
             return self._compare(config, options)
         try:
-            results = {config.strategy: loop.run_simulation(config, emit=self.stderr.write)}
+            with _generations_bar(config.generations) as bar:
+                results = {
+                    config.strategy: loop.run_simulation(
+                        config, emit=_above(bar), advanced=bar.update
+                    )
+                }
         except loop.SimulationRefused as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(loop.table(results))
@@ -164,9 +171,12 @@ class Command(BaseCommand):
 
     def _compare(self, config: loop.SimulationConfig, options):
         try:
-            per_seed = seeds.compare_seeds(
-                config, seeds=seeds.parse_seeds(options["seeds"]), emit=self.stderr.write
-            )
+            seed_list = seeds.parse_seeds(options["seeds"])
+            total = config.generations * len(loop.STRATEGIES) * len(seed_list)
+            with _generations_bar(total) as bar:
+                per_seed = seeds.compare_seeds(
+                    config, seeds=seed_list, emit=_above(bar), advanced=bar.update
+                )
         except loop.SimulationRefused as exc:
             raise CommandError(str(exc)) from None
         payload = seeds.payload(per_seed)
@@ -295,3 +305,14 @@ class Command(BaseCommand):
                 "run_to_run": {str(k): v for k, v in spread.items()},
             }
             options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
+
+
+def _above(bar: tqdm):
+    """The simulation's lines, on stderr above the bar (not through it)."""
+    return lambda line: bar.write(line, file=sys.stderr)
+
+
+def _generations_bar(total: int) -> tqdm:
+    """Generations done of all the run will do, with their rate and the time left, on a
+    terminal (a simulation runs for hours); off in a log, where the lines say as much."""
+    return tqdm(total=total, unit="generation", desc="simulation", file=sys.stderr, disable=None)
