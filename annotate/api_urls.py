@@ -25,6 +25,12 @@ urlpatterns = [
     path("sessions/next/", labeling_api.NextSessionView.as_view(), name="api-next-session"),
     path("sessions/<int:pk>/rate/", labeling_api.RateView.as_view(), name="api-rate"),
     path("sessions/<int:pk>/submit/", labeling_api.SubmitView.as_view(), name="api-submit"),
+    path("sessions/<int:pk>/correct/", labeling_api.CorrectView.as_view(), name="api-correct"),
+    path(
+        "sessions/<int:pk>/cancel-correction/",
+        labeling_api.CorrectView.as_view(cancel=True),
+        name="api-cancel-correction",
+    ),
     path(
         "sessions/<int:pk>/human-completion/",
         labeling_api.HumanCompletionView.as_view(),
@@ -37,6 +43,7 @@ urlpatterns = [
         "tokens/<str:token_key>/", labeling_api.TokenDetailView.as_view(), name="api-token-detail"
     ),
     path("", include("trainer.sampling.api_urls")),
+    path("", include("trainer.evaluation.api_urls")),
     path("", include("labeling.live_api_urls")),
     path("", include(router.urls)),
 ]

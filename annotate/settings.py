@@ -228,7 +228,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # Every job (training and sampling runs, imports) has the same statuses: one enum, one name.
-    "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "core.jobs.JobStatus"},
+    "ENUM_NAME_OVERRIDES": {
+        "JobStatusEnum": "core.jobs.JobStatus",
+        "EvaluationSetKindEnum": "trainer.evaluation.models.EvaluationSet.Kind",
+        "ImportJobKindEnum": "labeling.models.ImportJob.Kind",
+    },
 }
 
 # --- What a client is, and what an outsider may read (issue 27) -----------------------------
@@ -368,6 +372,9 @@ PRM_SCORE_CHUNK = int(os.environ.get("PRM_SCORE_CHUNK", "2000"))
 # Processes one training run starts (torch.distributed, one per device): "auto" is one per
 # CUDA device of the worker, 1 without CUDA; a number starts that many (gloo on the CPU).
 PRM_TRAIN_PROCESSES = os.environ.get("PRM_TRAIN_PROCESSES", "auto")
+# Memory (GB) a training run may use on the worker: a run whose estimated peak is above it is
+# refused before it starts (trainer.training.ml.memory). Unset: what is available at the start.
+PRM_TRAIN_MEMORY_GB = float(os.environ.get("PRM_TRAIN_MEMORY_GB") or 0) or None
 # A running run's worker writes a heartbeat this often; a run silent for PRM_RUN_STALE_SECONDS
 # is taken as dead (its worker was killed) and marked failed.
 PRM_HEARTBEAT_SECONDS = float(os.environ.get("PRM_HEARTBEAT_SECONDS", "15"))

@@ -1,6 +1,7 @@
 """Benchmark: PRM800K import and export at full scale, on a throwaway database.
 
     python bench/export.py [--solutions N] [--steps-per-solution K] [--keep-db | --reuse-db]
+                           [--database NAME]
 
 Generates a synthetic PRM800K phase-2 file of N labeled solutions (default 100,000 lines of
 about 10 rated steps each, ~1,000,000 step ratings: the size of PRM800K), imports it with
@@ -10,11 +11,13 @@ about 10 rated steps each, ~1,000,000 step ratings: the size of PRM800K), import
 or the other phase's.
 
 The database is never the developer's: with a PostgreSQL `DATABASE_URL` the benchmark
-creates (and afterwards drops) a database named `stepwise_bench` on that server; otherwise
-it uses a SQLite file in a temporary directory. Exits non-zero when a target is missed:
-the full export must take under 60 s and no phase may peak above 300 MB RSS.
+creates (and afterwards drops) a database named `stepwise_bench` (or `--database NAME`, so
+that two runs on one server do not drop each other's) on that server; otherwise it uses a
+SQLite file in a temporary directory. Exits non-zero when a target is missed: the import must
+take at most 60 s, the export at most twice as long as `json.dumps` of the same objects, and
+no phase may peak above 300 MB RSS. The targets are PostgreSQL's; on SQLite they are reported.
 
-The import of 100,000 lines takes over ten minutes. To iterate on the export, run once with
+To iterate on the export, run once with
 `--keep-db` (the database outlives the run: `stepwise_bench`, or `var/bench_export.sqlite3`)
 and then with `--reuse-db`, which skips the import and times the export alone
 against the kept database (the input file is regenerated from the same seed for the check).
@@ -46,7 +49,8 @@ from bench.benchdb import (  # noqa: E402  (after the repository joins the path)
 
 BENCH_DB = "stepwise_bench"
 SEED = 800_000
-EXPORT_TARGET_S = 60.0
+IMPORT_TARGET_S = 60.0
+EXPORT_TARGET_RATIO = 2.0  # export seconds over json.dumps seconds
 RSS_TARGET_MB = 300.0
 SAMPLE_LINES = 200
 
@@ -328,12 +332,20 @@ def report(*, lines: int, imp: dict | None, exp: dict, dumps_s: float, check, ba
     ratio = exp["seconds"] / dumps_s
     peaks = [exp["peak_mb"]] + ([imp["peak_mb"]] if imp else [])
     checks = [
-        (f"full export under {EXPORT_TARGET_S:.0f} s", exp["seconds"] < EXPORT_TARGET_S),
+        (
+            f"export at most {EXPORT_TARGET_RATIO:.0f}x json.dumps ({ratio:.2f}x)",
+            ratio <= EXPORT_TARGET_RATIO,
+        ),
         (
             f"RSS under {RSS_TARGET_MB:.0f} MB ({'import and ' if imp else ''}export)",
             max(peaks) < RSS_TARGET_MB,
         ),
         (f"export has {lines:,} lines", exported == lines),
+        *(
+            [(f"import at most {IMPORT_TARGET_S:.0f} s", imp["seconds"] <= IMPORT_TARGET_S)]
+            if imp
+            else []
+        ),
         (f"{sampled} sampled lines equal their input", equal == sampled),
     ]
     rows = [("phase", "seconds", "lines/s", "peak RSS MB", "baseline MB")]
@@ -369,16 +381,22 @@ def report(*, lines: int, imp: dict | None, exp: dict, dumps_s: float, check, ba
         )
     if imp:
         print(
-            f"import: {imp['grading_seconds']:.1f} s of it grading answers "
+            f"import: grading answers took {imp['grading_seconds']:.1f} s, beside the storing "
             f"({imp['distinct_graded']:,} distinct answer/truth pairs, "
             f"{imp['grading_processes']} grading processes)"
         )
     else:
         print("import: skipped (--reuse-db), export timed against the kept database")
-    print(f"export / json.dumps: {ratio:.1f}x")
+    print(f"export / json.dumps: {ratio:.2f}x")
     print("(baseline: the phase process's RSS after django.setup() and imports, before its work)")
-    for name, ok in checks:
-        print(f"[{'ok' if ok else 'FAIL'}] {name}")
+    # The time targets are PostgreSQL's: on SQLite a missed one is reported, not failed.
+    timed = ("export at most", "import at most")
+    for i, (name, ok) in enumerate(checks):
+        if not ok and backend != "PostgreSQL" and name.startswith(timed):
+            checks[i] = (name, True)
+            print(f"[missed, PostgreSQL's target] {name}")
+        else:
+            print(f"[{'ok' if ok else 'FAIL'}] {name}")
     return all(ok for _, ok in checks)
 
 
@@ -400,6 +418,11 @@ def main() -> int:
         help="skip the import: time the export of a database kept by --keep-db "
         "(same --solutions and --steps-per-solution)",
     )
+    parser.add_argument(
+        "--database",
+        default=BENCH_DB,
+        help=f"the throwaway PostgreSQL database's name (default {BENCH_DB})",
+    )
     parser.add_argument("--phase", choices=("import", "export"), help=argparse.SUPPRESS)
     parser.add_argument("--db", help=argparse.SUPPRESS)
     parser.add_argument("--file", type=Path, help=argparse.SUPPRESS)
@@ -417,8 +440,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="stepwise-bench-") as tmp:
         tmpdir = Path(tmp)
         if postgres:
-            db = database_url(server_url, BENCH_DB) if args.reuse_db else None
-            db = db or recreate_database(server_url, BENCH_DB)
+            db = database_url(server_url, args.database) if args.reuse_db else None
+            db = db or recreate_database(server_url, args.database)
         else:
             sqlite_path = kept_sqlite_path() if keep else tmpdir / "bench.sqlite3"
             if args.keep_db:
@@ -454,7 +477,7 @@ def main() -> int:
                 from django.db import connections
 
                 connections.close_all()  # DROP DATABASE refuses while we are connected
-                recreate_database(server_url, BENCH_DB, create=False)
+                recreate_database(server_url, args.database, create=False)
     backend = "PostgreSQL" if postgres else "SQLite"
     ok = report(
         lines=args.solutions, imp=imp, exp=exp, dumps_s=dumps_s, check=check, backend=backend

@@ -114,15 +114,15 @@ def run_ours(train: list, held_out: list, *, batch_size: int, out_dir: Path) -> 
     from trainer.training.params import TrainingParams
 
     tokens = 0
-    padded = loop._padded
+    packed = loop._packed
 
-    def counting(rows, pad_id):
+    def counting(rows, attn_implementation):
         nonlocal tokens
-        tokens += sum(len(r.input_ids) for r in rows)  # = the batch's attention-mask sum
-        return padded(rows, pad_id)
+        tokens += sum(len(r.input_ids) for r in rows)  # packed rows: no padding to leave out
+        return packed(rows, attn_implementation)
 
     stamps: list[tuple[float, dict]] = []
-    loop._padded = counting
+    loop._packed = counting
     try:
         loop.train_prm(
             train=train,
@@ -135,13 +135,16 @@ def run_ours(train: list, held_out: list, *, batch_size: int, out_dir: Path) -> 
                 schedule="cosine",
                 max_grad_norm=MAX_GRAD_NORM,
                 seed=SEED,
+                # As TRL's side: no recomputation, every batch in one micro-batch.
+                gradient_checkpointing=False,
+                max_tokens_per_micro_batch=2**20,
             ),
             base_model=None,
             out_dir=out_dir,
             on_progress=lambda event: stamps.append((time.perf_counter(), event)),
         )
     finally:
-        loop._padded = padded
+        loop._packed = packed
     steps = [i for i, (_, event) in enumerate(stamps) if "step" in event]
     # The loop starts right after the last event emitted before the first step.
     start = stamps[steps[0] - 1][0]

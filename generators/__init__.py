@@ -87,7 +87,8 @@ def sample_solutions(
         solution_messages(problem=problem), n=n, settings=settings, seed_offset=seed_offset
     )
     return [
-        parse_solution(text) for text in generator.generate(requests=requests, settings=settings)
+        parse_solution(text, problem=problem)
+        for text in generator.generate(requests=requests, settings=settings)
     ]
 
 
@@ -113,7 +114,7 @@ def propose_next_steps(
     for text in generator.generate(requests=requests, settings=settings):
         # Small models often copy the steps they were given before going on: the proposal is
         # the first step of the reply that is not one of them.
-        step = next((s for s in parse_solution(text).steps if s not in steps), "")
+        step = next((s for s in parse_solution(text, problem=problem).steps if s not in steps), "")
         if step and step not in proposals and step not in steps[-1:]:
             proposals.append(step)
     return proposals
@@ -162,5 +163,5 @@ def roll_out_prefixes(
         )
     ]
     texts = generator.generate(requests=requests, settings=settings) if requests else []
-    parsed = [parse_solution(text) for text in texts]
+    parsed = [parse_solution(text, problem=problem) for text in texts]
     return [parsed[i * k : (i + 1) * k] for i in range(len(prefixes))]

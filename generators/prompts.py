@@ -4,7 +4,8 @@ A solution is steps separated by blank lines, its last step "# Answer" then a bl
 the final answer alone: the format labelers rate and PRM800K exports. The prompts ask for it
 with one short worked example (small models follow an example better than an instruction);
 `parse_solution` reads any reply back into steps, tolerating what models do (Windows line
-ends, trailing chatter after the answer, a missing final blank line).
+ends, trailing chatter after the answer, a missing final blank line), and decides, once for
+sampling, live proposals and rollouts alike, what of a reply is not a step (`_not_a_step`).
 """
 
 import re
@@ -45,6 +46,40 @@ _ANSWER_SENTENCE = re.compile(
 )
 _HEADING = re.compile(r"#+\s*Answer\s*:?", re.IGNORECASE)
 _ANSWER_LINE = re.compile(r"^[ \t]*#+[ \t]*Answer[ \t]*:?[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+# What models write around their steps that is no step of a solution (`_not_a_step`):
+# a preamble before the first step ("Sure!", "Here is the next part of the solution:", "Let's
+# solve this problem step by step."). Only such words with no mathematics in them: "Let's
+# multiply $3$ by $4$" is a step, and so is "Let's find the area first." (no opener here).
+_PREAMBLE = re.compile(
+    r"^\W*(?:sure|certainly|of course|okay|ok|alright|absolutely|great|"
+    r"here(?:'s|\s+is|\s+are)|continuing|to continue|"
+    r"(?:let's|let us|let me|i'll|i will|we'll|we will)\s+(?:now\s+)?"
+    r"(?:(?:solve|tackle|approach|do|work\s+(?:through|on)|break\s+down|think\s+about)"
+    r"\s+(?:this|the|it)\b|think\b|continue\b|go\b))",
+    re.IGNORECASE,
+)
+# A heading alone ("Solution:", "**Step 2:**", "### Step 2", "---"): the step is the paragraph
+# after it. Marked as a heading (a colon, "#", bold); "Step 3." is a sentence, not one.
+_HEADING_ONLY = re.compile(
+    r"[-*_=\s]*|(?:#+\s*|\*\*\s*)?(?:solution|step\s*\d*|next\s+step)\s*(?::\s*)?(?:\*\*)?\s*",
+    re.IGNORECASE,
+)
+_MATH = re.compile(r"[0-9$\\=^+*/<>]")
+# A paragraph that only states the answer ("This answer is $8$.", "So the final answer is 17.",
+# "**Answer:** 5"): the final-answer line says it, as "# Answer" and the answer.
+_ANSWER_ONLY = re.compile(
+    r"^[\W_]*(?:(?:so|therefore|thus|hence),?\s+)?(?:(?:the|this|our|my)\s+)?(?:final\s+)?"
+    r"answer\s*(?:is\b|:)[*_\s:]*(?P<answer>.+?)\s*\.?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+# The problem restated, possibly labelled: "Problem: What is 40% of 65?".
+_LABELLED = re.compile(r"^[\W_]*(?:problem|question)\s*:[*_\s]*", re.IGNORECASE)
+_NOT_ALNUM = re.compile(r"[^0-9a-z]+")
+_COMMAND = re.compile(r"\\[a-zA-Z]+")
+# An answer said in a paragraph of its own is short; longer, it is reasoning that mentions it.
+_ANSWER_ONLY_MAX_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -104,12 +139,16 @@ def _boxed(text: str) -> tuple[int, str] | None:
     return None
 
 
-def parse_solution(text: str) -> ParsedSolution:
-    """A reply read as PRM800K steps. Text after the answer's paragraph is dropped.
+def parse_solution(text: str, *, problem: str = "") -> ParsedSolution:
+    """A reply read as PRM800K steps. Text after the answer's paragraph is dropped, and so is
+    what is no step (`_not_a_step`): a preamble or `problem` restated before the first step,
+    a heading alone, and a closing paragraph that only states the answer, which the final
+    "# Answer" step holds.
 
     The answer is what follows "# Answer"; a reply with no such line whose steps box an
     answer (MATH's \\boxed{...}, what math-tuned models write) ends at the paragraph holding
-    the last box, and the boxed expression is its answer."""
+    the last box, and the boxed expression is its answer; else a closing paragraph that says
+    "the answer is ..." gives it."""
     text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
     answer = ""
     finished = False
@@ -139,14 +178,71 @@ def parse_solution(text: str) -> ParsedSolution:
             finished = True
         else:
             paragraphs = _paragraphs(text)
-            said = _ANSWER_SENTENCE.search(paragraphs[-1]) if paragraphs else None
+            last = paragraphs[-1] if paragraphs else ""
+            said = _answer_only(last) or _ANSWER_SENTENCE.search(last)
             if said is not None:
                 answer = _clean_answer(said.group("answer"))
                 finished = bool(answer)
-    steps = [s[:MAX_STEP_CHARS] for s in _paragraphs(body)[:MAX_STEPS]]
+    kept = _steps(_paragraphs(body), problem=problem, answered=finished)
+    steps = [s[:MAX_STEP_CHARS] for s in kept[:MAX_STEPS]]
     if finished:
         steps.append(f"{ANSWER_MARKER}\n\n{answer}")
     return ParsedSolution(steps=steps, answer=answer, finished=finished)
+
+
+def _steps(paragraphs: list[str], *, problem: str, answered: bool) -> list[str]:
+    """The paragraphs that are steps: what comes before the first step and is none, and (in a
+    reply that reached its answer) the closing paragraphs that only state it, left out."""
+    steps: list[str] = []
+    for paragraph in paragraphs:
+        if not _not_a_step(paragraph, problem=problem, leading=not steps):
+            steps.append(paragraph)
+    while answered and steps and _answer_only(steps[-1]):
+        steps.pop()
+    return steps
+
+
+def _not_a_step(paragraph: str, *, problem: str, leading: bool) -> bool:
+    """Whether a paragraph of a reply is no step of a solution: a heading alone anywhere;
+    before the first step, a preamble or the problem restated. (A closing statement of the
+    answer is the final "# Answer" step's, see `_steps`.)"""
+    text = paragraph.strip()
+    heading = _HEADING_ONLY.fullmatch(text)
+    if heading and (text[-1:] in ":*" or text.startswith("#") or not text.strip("-*_= ")):
+        return True
+    if not leading:
+        return False
+    if _PREAMBLE.match(paragraph) and not _MATH.search(paragraph):
+        return True
+    return _restates(paragraph, problem)
+
+
+def _restates(paragraph: str, problem: str) -> bool:
+    """The problem said again: all of it, or its question ("What is 40% of 65?" of a longer
+    problem), labelled "Problem:" or not; LaTeX and punctuation aside ("$40\\%$" is "40%")."""
+    unlabelled = _LABELLED.sub("", paragraph)
+    said, asked = _squeezed(unlabelled), _squeezed(problem)
+    if not said or not asked:
+        return False
+    if said == asked:
+        return True
+    question = unlabelled.rstrip().rstrip("$").endswith("?") or unlabelled != paragraph
+    return question and len(said) >= 8 and said in asked
+
+
+def _squeezed(text: str) -> str:
+    return _NOT_ALNUM.sub("", _COMMAND.sub("", text).lower())
+
+
+def _answer_only(paragraph: str) -> re.Match | None:
+    """A paragraph that states the answer and nothing else: one short sentence."""
+    said = _ANSWER_ONLY.fullmatch(paragraph.strip())
+    if said is None:
+        return None
+    answer = said.group("answer")
+    if len(answer) > _ANSWER_ONLY_MAX_CHARS or "\n" in answer or re.search(r"[.!?]\s", answer):
+        return None
+    return said
 
 
 def _clean_answer(text: str) -> str:
@@ -154,10 +250,10 @@ def _clean_answer(text: str) -> str:
     leading "The answer is" or a closing full stop."""
     lines = [line.strip() for line in text.strip().split("\n")]
     line = next((line for line in lines if line and not _HEADING.fullmatch(line)), "")
-    said = _ANSWER_SENTENCE.search(line)
+    said = _answer_only(line) or _ANSWER_SENTENCE.search(line)
     if said is not None:
         line = said.group("answer")
-    return line.rstrip(".").strip()
+    return line.rstrip(".").strip(" *_")
 
 
 def step_answer(step: str) -> str:

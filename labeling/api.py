@@ -30,10 +30,10 @@ from core.permissions import (
     has_role,
 )
 from core.strictjson import StrictJSONParser
-from labeling import export, quality, selectors, tokens
+from labeling import export, filters, quality, selectors, tokens
 from labeling import serializers as s
 from labeling.models import ImportJob, LabelingSession, Problem, Solution
-from labeling.services import import_jobs, live, workbench
+from labeling.services import corrections, import_jobs, live, workbench
 from labeling.services.importing import import_problems, import_solutions
 from labeling.services.labelers import get_or_create_labeler
 
@@ -79,11 +79,21 @@ class ProblemFilters(_Filters):
 class SolutionFilters(_Filters):
     problem = serializers.IntegerField(required=False, min_value=1, source="problem_id")
     generation = serializers.IntegerField(required=False, source="generation__number")
-    is_correct = serializers.BooleanField(required=False)
+    is_correct = serializers.BooleanField(
+        required=False, allow_null=True, help_text="true, false, or null for ungraded."
+    )
     is_quality_control = serializers.BooleanField(required=False)
     is_screening = serializers.BooleanField(required=False)
     source = serializers.CharField(required=False)
     labeled = serializers.BooleanField(required=False, help_text="Has a submitted label.")
+
+
+def _data_filters(request: Request) -> filters.DataFilters:
+    """The data pages' filters (labeling/filters.py) in the query string; a bad one is a 400."""
+    try:
+        return filters.from_query(request.query_params)
+    except filters.InvalidFilter as exc:
+        raise ValidationError({getattr(exc, "field", None) or "filters": [str(exc)]}) from None
 
 
 @extend_schema(parameters=[ProblemFilters])
@@ -97,6 +107,9 @@ class ProblemViewSet(ReadOnlyModelViewSet):
         queryset = Problem.objects.order_by("id")
         if self.action == "list":
             queryset = queryset.filter(**ProblemFilters().lookups(self.request.query_params))
+            chosen = _data_filters(self.request)
+            if chosen.active:
+                queryset = queryset.filter(pk__in=filters.problems(filters=chosen).values("pk"))
         return queryset
 
     @extend_schema(
@@ -125,6 +138,9 @@ class SolutionViewSet(ReadOnlyModelViewSet):
         if labeled is not None:
             done = selectors.has_submitted_label()
             queryset = queryset.filter(done) if labeled else queryset.exclude(done)
+        chosen = _data_filters(self.request)
+        if chosen.active:
+            queryset = queryset.filter(pk__in=filters.solutions(filters=chosen).values("pk"))
         return queryset
 
     @extend_schema(
@@ -240,6 +256,23 @@ class SubmitView(APIView):
         return Response(s.SessionSerializer(session, context={"request": request}).data)
 
 
+class CorrectView(APIView):
+    """Reopen the caller's submitted label to correct it (then rate/ and submit/ as for any
+    session; it stays counted as submitted), or with cancel-correction/ put it back as it was
+    submitted. Refused, with the reason, once the label is used
+    (`labeling.services.corrections.refusal`)."""
+
+    permission_classes = [IsLabeler]
+    cancel = False
+
+    @extend_schema(request=None, responses=s.SessionSerializer)
+    def post(self, request: Request, pk: int) -> Response:
+        labeler = get_or_create_labeler(user=request.user)
+        change = corrections.cancel_correction if self.cancel else corrections.reopen_label
+        session = _session_answer(change(session_id=pk, labeler=labeler), labeler)
+        return Response(s.SessionSerializer(session, context={"request": request}).data)
+
+
 @no_store
 class ExportView(APIView):
     """Every submitted label as PRM800K JSONL, streamed; labelers appear as UUIDs."""
@@ -253,7 +286,11 @@ class ExportView(APIView):
     def get(self, request: Request) -> StreamingHttpResponse:
         query = s.ExportQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        return export.prm800k_response(filters=export.ExportFilters(**query.validated_data))
+        chosen = _data_filters(request)
+        within = filters.labels(filters=chosen) if chosen.active else None
+        return export.prm800k_response(
+            filters=export.ExportFilters(**query.validated_data), within=within
+        )
 
 
 class ImportJobViewSet(ReadOnlyModelViewSet):

@@ -8,12 +8,14 @@ import json
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
 from operator import itemgetter
-from typing import NamedTuple, TextIO
+from typing import Any, NamedTuple, TextIO
 
+from django.db import connection
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 from django.http import StreamingHttpResponse
@@ -21,7 +23,7 @@ from django.utils import timezone
 from tqdm import tqdm
 
 from core import prm800k
-from labeling.models import LabelingSession, Problem, Solution, StepLabel
+from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
 
 EXPORT_CHUNK = 1000
 # Below this many lines a progress bar (of an import or an export) is noise.
@@ -53,10 +55,10 @@ def submitted_sessions(
     return sessions
 
 
-def iter_prm800k_records(
+def iter_prm800k_lines(
     *, filters: ExportFilters, within: QuerySet[LabelingSession] | None = None
-) -> Iterator[dict]:
-    """Yield one PRM800K object per submitted session, reading the database in chunks.
+) -> Iterator[str]:
+    """Yield one PRM800K JSON line per submitted session, reading the database in chunks.
 
     `within` narrows the export to a queryset (an admin changelist selection, say).
     """
@@ -64,6 +66,9 @@ def iter_prm800k_records(
     # Plain value rows, not model instances: building five objects per session was half
     # of the export's time.
     rows = sessions.values_list(*_RECORD_COLUMNS).order_by("pk")
+    if connection.vendor == "postgresql":
+        yield from _lines_with_database_steps(rows)
+        return
     last_pk = 0
     while True:
         chunk = list(rows.filter(pk__gt=last_pk)[:EXPORT_CHUNK])
@@ -72,7 +77,108 @@ def iter_prm800k_records(
         first_pk, last_pk = chunk[0][0], chunk[-1][0]
         steps = _steps_of(sessions=sessions, first_pk=first_pk, last_pk=last_pk)
         for row in chunk:
-            yield _record(_SessionRow(*row), steps.get(row[0], []))
+            yield json_line(_record(_SessionRow(*row), steps.get(row[0], [])))
+
+
+def _lines_with_database_steps(rows: QuerySet) -> Iterator[str]:
+    """The lines of `rows` (session value rows), their steps' JSON written by PostgreSQL.
+
+    While PostgreSQL builds one chunk's steps (in a thread, on this thread's connection:
+    psycopg2 runs one statement at a time on it, and the export's transaction is the same),
+    Python writes the previous chunk's lines, so that the two cores both work.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="export") as fetcher, connection.cursor() as c:
+        last_pk, previous = 0, None
+        while True:
+            chunk = list(rows.filter(pk__gt=last_pk)[:EXPORT_CHUNK])
+            if chunk:
+                last_pk = chunk[-1][0]
+                ids = [row[0] for row in chunk]
+                steps = fetcher.submit(_steps_json, cursor=c.cursor, session_ids=ids)
+            if previous is not None:
+                yield from _chunk_lines(*previous)
+            if not chunk:
+                return
+            previous = (chunk, steps)
+
+
+def _chunk_lines(chunk: list[tuple], steps: Future) -> Iterator[str]:
+    texts = steps.result()
+    for row in chunk:
+        line = json.dumps(_record(_SessionRow(*row), _STEPS_MARK), ensure_ascii=False)
+        yield line.replace(_STEPS_MARK_JSON, texts.get(row[0], "[]"), 1) + "\n"
+
+
+def iter_prm800k_records(
+    *, filters: ExportFilters, within: QuerySet[LabelingSession] | None = None
+) -> Iterator[dict]:
+    """The objects of `iter_prm800k_lines`."""
+    for line in iter_prm800k_lines(filters=filters, within=within):
+        yield json.loads(line)
+
+
+# Stands for a session's `label.steps` while its record is encoded; PostgreSQL's text of them
+# replaces it. Stored text never holds a NUL (the importer refuses it), so it cannot clash.
+_STEPS_MARK = "\x00steps"
+_STEPS_MARK_JSON = json.dumps(_STEPS_MARK)
+
+
+def _restored(modelled: str, alias: str) -> str:
+    """SQL for the JSON text of `prm800k.restore(modelled, alias.extra)`, where `modelled` is
+    SQL for JSON text. Only where extra is not {} does jsonb do the work (and order the keys)."""
+    return (
+        f"CASE WHEN {alias}.extra = '{{}}'::jsonb THEN {modelled} ELSE ((({modelled})::jsonb - "
+        f"ARRAY(SELECT jsonb_array_elements_text(COALESCE({alias}.extra -> 'absent', '[]'))))"
+        f" || COALESCE({alias}.extra -> 'keys', '{{}}'))::text END"
+    )
+
+
+def _json(value: str) -> str:
+    """SQL for the JSON text of a column (a text, a number, a boolean or jsonb)."""
+    return f"COALESCE(to_json({value})::text, 'null')"
+
+
+# Each session's `label.steps` as JSON text, written by PostgreSQL: a million steps and
+# ratings cost it less than Python spends on their rows alone. The text is built as
+# json.dumps(..., ensure_ascii=False) writes it: keys in PRM800K's order, ", " and ": "
+# between items (jsonb's text has the same separators), non-ASCII left as it is.
+_COMPLETION_SQL = _restored(
+    """'{"text": ' || to_json(r.text)::text"""
+    + """ || ', "rating": ' || """
+    + _json("r.rating")
+    + """ || ', "flagged": ' || """
+    + _json("r.flagged")
+    + " || '}'",
+    "r",
+)
+_STEP_SQL = _restored(
+    """'{"completions": ' || COALESCE('[' || string_agg("""
+    + _COMPLETION_SQL
+    + """, ', ' ORDER BY r.completion_index) || ']', '[]')"""
+    + """ || ', "human_completion": ' || """
+    + _json("st.human_completion")
+    + """ || ', "chosen_completion": ' || """
+    + _json("st.chosen_completion")
+    + " || '}'",
+    "st",
+)
+_STEPS_SQL = f"""
+SELECT session_id, '[' || string_agg(step, ', ' ORDER BY index) || ']' FROM (
+    SELECT st.session_id, st.index, {_STEP_SQL} AS step
+    FROM {StepLabel._meta.db_table} st
+    LEFT JOIN {StepRating._meta.db_table} r ON r.step_id = st.id
+    WHERE st.session_id >= %s AND st.session_id <= %s AND st.session_id = ANY(%s)
+    GROUP BY st.id
+) steps GROUP BY session_id
+"""
+
+
+def _steps_json(*, cursor: Any, session_ids: list[int]) -> dict[int, str]:
+    """The `label.steps` of each of these sessions (those with steps) as JSON text;
+    `cursor` is a psycopg2 cursor."""
+    # The explicit range lets PostgreSQL scan the session index over the chunk alone.
+    cursor.execute(_STEPS_SQL, [min(session_ids), max(session_ids), session_ids])
+    return dict(cursor.fetchall())
 
 
 _RECORD_COLUMNS = (
@@ -175,7 +281,7 @@ def _steps_of(
     return steps
 
 
-def _record(row: _SessionRow, steps: list[dict]) -> dict:
+def _record(row: _SessionRow, steps: list[dict] | str) -> dict:
     kept = row.extra or {}
     record = prm800k.restore(
         prm800k.modelled_top(
@@ -227,11 +333,11 @@ def write_prm800k(*, out: TextIO, filters: ExportFilters, progress: TextIO | Non
 
     With `progress` (a stream such as stderr), large exports show a progress bar there.
     """
-    records = iter_prm800k_records(filters=filters)
+    lines = iter_prm800k_lines(filters=filters)
     if progress is not None:
         total = submitted_sessions(filters=filters).count()
-        records = tqdm(
-            records,
+        lines = tqdm(
+            lines,
             total=total,
             desc="exporting",
             unit=" lines",
@@ -239,8 +345,8 @@ def write_prm800k(*, out: TextIO, filters: ExportFilters, progress: TextIO | Non
             disable=total < PROGRESS_MIN_LINES,
         )
     count = 0
-    for record in records:
-        out.write(json_line(record))
+    for line in lines:
+        out.write(line)
         count += 1
     return count
 
@@ -249,8 +355,7 @@ def prm800k_response(
     *, filters: ExportFilters, within: QuerySet[LabelingSession] | None = None
 ) -> StreamingHttpResponse:
     """A streamed JSONL download: rows are written as they are read, never held in memory."""
-    records = iter_prm800k_records(filters=filters, within=within)
-    lines = (json_line(record) for record in records)
+    lines = iter_prm800k_lines(filters=filters, within=within)
     response = StreamingHttpResponse(lines, content_type="application/jsonl; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="prm800k-{stamp}.jsonl"'

@@ -4,11 +4,14 @@ from core.params import names
 from generators import PROPOSAL_SETTINGS, GeneratorChoice, outbound
 from generators.forms import clean_generator, generator_fields
 from labeling.export import ExportFilters
+from labeling.filters import FilterForm
 from labeling.models import Generation
 
 
-class ExportForm(forms.Form):
-    generation = forms.IntegerField(required=False, help_text="Generation number")
+class ExportForm(FilterForm):
+    """The data filters (`DataFilters`, whose `generation` is the label's) and the export's own
+    options."""
+
     since = forms.DateTimeField(required=False, help_text="Submitted at or after")
     labeler = forms.UUIDField(required=False, help_text="Labeler UUID")
     include_quality_control = forms.BooleanField(
@@ -20,10 +23,14 @@ class ExportForm(forms.Form):
         self.fields["generation"].widget.attrs["list"] = "generations"
         self.generations = Generation.objects.values_list("number", flat=True)
 
+    @property
+    def option_fields(self) -> list:
+        return [self[name] for name in ("since", "labeler", "include_quality_control")]
+
     def filters(self) -> ExportFilters:
+        """The export's own options; the data filters (`data_filters`) choose the labels."""
         data = self.cleaned_data
         return ExportFilters(
-            generation=data["generation"],
             since=data["since"],
             labeler=data["labeler"],
             include_quality_control=data["include_quality_control"],

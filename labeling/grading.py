@@ -36,13 +36,16 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from fractions import Fraction
 from itertools import pairwise, product
 
 import sympy
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
+from core.answers import final_answer
 from labeling.models import Solution
 
 logger = logging.getLogger(__name__)
@@ -1178,7 +1181,17 @@ _verdicts: dict[tuple[str, str], bool] = {}
 VERDICTS_MAX = 65536
 
 
-def grade_answer(answer: str, ground_truth: str) -> bool:
+def gradable(answer: str, ground_truth: str) -> bool:
+    """Whether there is anything to grade: a final answer read from the solution
+    (`core.answers.final_answer`) and a ground truth on its problem."""
+    return bool(answer.strip()) and bool(ground_truth.strip())
+
+
+def grade_answer(answer: str, ground_truth: str) -> bool | None:
+    """The verdict stored in `Solution.is_correct`: None (ungraded) when there is no answer or
+    no ground truth, since a solution whose answer cannot be read is not known to be wrong."""
+    if not gradable(answer, ground_truth):
+        return None
     pair = (answer, ground_truth)
     verdict = _verdicts.get(pair)
     if verdict is None:
@@ -1189,8 +1202,8 @@ def grade_answer(answer: str, ground_truth: str) -> bool:
 
 def grade_answers(*, pairs: Iterable[tuple[str, str]], pool: GradingPool | None) -> None:
     """Grade the pairs not graded yet (on `pool`'s processes when given), so that
-    `grade_answer` then finds them."""
-    pending = list(dict.fromkeys(p for p in pairs if p not in _verdicts))
+    `grade_answer` then finds them. Ungradable pairs are left out: they have no verdict."""
+    pending = list(dict.fromkeys(p for p in pairs if p not in _verdicts and gradable(*p)))
     if not pending:
         return
     verdicts = pool.grade(pending) if pool else [grade_pair(p) for p in pending]
@@ -1203,18 +1216,55 @@ def grading_pool() -> GradingPool:
     return GradingPool(processes=settings.IMPORT_GRADING_PROCESSES)
 
 
-def regrade_solutions(*, problem_ids: list[int] | None = None) -> int:
-    """Grade solutions again (after a grader or ground-truth change); return how many changed."""
+@dataclass
+class Regraded:
+    """What a regrade did: `changed` verdicts, `answers_read` answers newly read from the steps
+    of solutions stored without one, and the verdicts after it."""
+
+    changed: int = 0
+    answers_read: int = 0
+    correct: int = 0
+    wrong: int = 0
+    ungraded: int = 0
+
+
+def regrade_solutions(*, problem_ids: list[int] | None = None) -> Regraded:
+    """Grade solutions again (after a grader, ground-truth or answer change). A solution stored
+    with no answer has it read again from its steps first (the extraction may have improved);
+    a live trajectory still being written is left without one."""
     solutions = Solution.objects.select_related("problem").only(
-        "id", "answer", "is_correct", "problem__answer"
+        "id", "steps", "answer", "is_correct", "meta", "problem__answer"
     )
     if problem_ids is not None:
         solutions = solutions.filter(problem_id__in=problem_ids)
+    result = Regraded()
     changed = []
     for solution in solutions.iterator(chunk_size=2000):
+        if not solution.answer and not (solution.meta or {}).get("trajectory"):
+            answer = final_answer(solution.steps)
+            if answer and _store_answer(solution, answer):
+                result.answers_read += 1
         verdict = grade_answer(solution.answer, solution.problem.answer)
         if verdict != solution.is_correct:
             solution.is_correct = verdict
             changed.append(solution)
+        result.correct += verdict is True
+        result.wrong += verdict is False
+        result.ungraded += verdict is None
     Solution.objects.bulk_update(changed, ["is_correct"], batch_size=1000)
-    return len(changed)
+    result.changed = len(changed)
+    return result
+
+
+def _store_answer(solution: Solution, answer: str) -> bool:
+    """Give `solution` the answer read from its steps; False (left as it was) when another
+    solution of the problem already has those steps with that answer."""
+    stored = solution.answer
+    solution.answer = answer
+    try:
+        with transaction.atomic():
+            solution.save(update_fields=["answer", "content_hash"])
+    except IntegrityError:
+        solution.answer = stored
+        return False
+    return True

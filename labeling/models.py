@@ -148,7 +148,11 @@ class Solution(models.Model):
     steps = models.JSONField(help_text="Ordered list of step texts.")
     answer = models.TextField(blank=True, help_text="The solution's final answer.")
     content_hash = models.CharField(max_length=64, editable=False)
-    is_correct = models.BooleanField(help_text="Final answer equals the ground truth.")
+    # None is "ungraded": no final answer could be read, or the problem has no ground truth.
+    # Such a solution is neither right nor wrong (`labeling/grading.py`, `regrade`).
+    is_correct = models.BooleanField(
+        null=True, blank=True, help_text="Final answer equals the ground truth; empty if ungraded."
+    )
     source = models.CharField(max_length=128, blank=True, help_text="Model that wrote it.")
     source_score = models.FloatField(
         null=True, blank=True, help_text="Score the source attached (PRM800K verifier score)."
@@ -340,6 +344,13 @@ class LabelingSession(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+    # A labeler's correction of their submitted label (`labeling.services.corrections`): set
+    # while it is reopened (it still counts as submitted and keeps its place); `edited_at` when
+    # a correction was last saved; `used_at` when a model version was trained on it, after
+    # which it is no longer corrected. Earlier versions are kept in `extra["corrections"]`.
+    reopened_at = models.DateTimeField(null=True, blank=True)
+    edited_at = models.DateTimeField(null=True, blank=True)
+    used_at = models.DateTimeField(null=True, blank=True)
     # PRM800K keys this schema does not model, and values that differ from what the
     # modelled fields would export, so that import -> export is lossless.
     extra = models.JSONField(default=dict, blank=True)
@@ -381,6 +392,16 @@ class LabelingSession(models.Model):
     @property
     def is_open(self) -> bool:
         return self.submitted_at is None and self.abandoned_at is None
+
+    @property
+    def is_being_corrected(self) -> bool:
+        """Submitted, and reopened by its labeler to correct it."""
+        return self.submitted_at is not None and self.reopened_at is not None
+
+    @property
+    def accepts_ratings(self) -> bool:
+        """Whether its labeler may rate it now: open, or reopened for a correction."""
+        return self.is_open or self.is_being_corrected
 
 
 class StepLabel(models.Model):
@@ -461,6 +482,11 @@ class ImportJob(Job):
         PROBLEMS = "problems"
         SOLUTIONS = "solutions"
         PRM800K = "prm800k"
+        # Public step-label datasets, imported as labels of their own by the trainer
+        # (`trainer.sampling.imported`, which registers its importer: labeling imports no trainer).
+        PROCESSBENCH = "processbench", "ProcessBench"
+        PRMBENCH = "prmbench", "PRMBench"
+        TRL = "trl", "TRL stepwise supervision"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     file_name = models.CharField(max_length=255, help_text="The uploaded file's own name.")

@@ -22,12 +22,6 @@ from labeling.models import (
 )
 
 
-def problem_list() -> QuerySet[Problem]:
-    return Problem.objects.order_by("subject", "level", "id").annotate(
-        solution_count=Count("solutions")
-    )
-
-
 def overview() -> dict[str, int]:
     """Counts for the landing page."""
     return {
@@ -139,11 +133,16 @@ _QUEUE_LEFT = Prepared(_left_in_queue)
 
 
 def my_labels(*, labeler: Labeler) -> QuerySet[LabelingSession]:
-    """The labeler's submitted labels, newest first, with their problem and rated steps."""
+    """The labeler's submitted labels, newest first, with their problem, rated steps, and
+    whether a reviewer settled on a label of their solution (`settled`, which ends
+    corrections: `labeling.services.corrections.refusal`)."""
+    settled = Exists(
+        LabelingSession.objects.filter(solution=OuterRef("solution"), adjudicated_at__isnull=False)
+    )
     return (
         LabelingSession.objects.filter(labeler=labeler, submitted_at__isnull=False)
         .select_related("solution__problem")
-        .annotate(rated=Count("step_labels"))
+        .annotate(rated=Count("step_labels"), settled=settled)
         .order_by("-submitted_at", "-pk")
     )
 
@@ -335,7 +334,7 @@ def session_state(*, session: LabelingSession, new: bool = False) -> WorkbenchSt
         alternatives_offered=len(offered),
         progress=progress,
         human_completion=human,
-        can_write_human_completion=outcome == rules.FOUND_ERROR and session.is_open,
+        can_write_human_completion=outcome == rules.FOUND_ERROR and session.accepts_ratings,
     )
 
 

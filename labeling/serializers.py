@@ -141,6 +141,9 @@ class SessionSerializer(BlindToLabelers, serializers.ModelSerializer):
             "total_time",
             "finish_reason",
             "finish_reason_text",
+            # A correction by the labeler (labeling.services.corrections): reopened now, saved.
+            "reopened_at",
+            "edited_at",
             "step_labels",
         ]
 

@@ -1,3 +1,5 @@
+from dataclasses import asdict
+
 from celery import shared_task
 from celery.signals import worker_ready
 
@@ -7,9 +9,9 @@ from labeling.services import import_jobs
 
 
 @shared_task(acks_late=True)
-def regrade_solutions_task(problem_ids: list[int] | None = None) -> int:
+def regrade_solutions_task(problem_ids: list[int] | None = None) -> dict[str, int]:
     # Idempotent (it only recomputes a verdict), so a redelivery after a crash is harmless.
-    return grading.regrade_solutions(problem_ids=problem_ids)
+    return asdict(grading.regrade_solutions(problem_ids=problem_ids))
 
 
 @shared_task(bind=True, acks_late=True)

@@ -1,11 +1,13 @@
 from django.urls import include, path
 
-from labeling import views
+from labeling import data_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("problems/", views.problem_list, name="problem-list"),
-    path("labels/export/", views.export_labels, name="export-labels"),
+    path("problems/", data_views.problem_list, name="problem-list"),
+    path("solutions/", data_views.solution_list, name="solution-list"),
+    path("labels/", data_views.label_list, name="label-list"),
+    path("labels/export/", data_views.export_labels, name="export-labels"),
     path("label/", views.label_next, name="label-next"),
     path("label/<int:session_id>/", views.label_session, name="label-session"),
     path("label/<int:session_id>/rate/", views.rate, name="label-rate"),
@@ -14,6 +16,12 @@ urlpatterns = [
     path("label/<int:session_id>/renew/", views.renew, name="label-renew"),
     path("labels/mine/", views.my_labels, name="my-labels"),
     path("labels/mine/<int:session_id>/", views.my_label, name="my-label"),
+    path("labels/mine/<int:session_id>/correct/", views.correct_label, name="my-label-correct"),
+    path(
+        "labels/mine/<int:session_id>/cancel-correction/",
+        views.cancel_correction,
+        name="my-label-cancel-correction",
+    ),
     path(
         "label/<int:session_id>/human-completion/",
         views.human_completion,

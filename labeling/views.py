@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
-from django_htmx.http import push_url
+from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from core import prm800k
 from core.errors import Invalid
@@ -26,16 +26,15 @@ from core.permissions import (
     ADMIN,
     ANNOTATOR,
     RESEARCHER,
-    can_export_labels,
     can_manage_labelers,
     can_review_problem_reports,
     can_view_quality,
     has_role,
 )
-from labeling import agreement, export, mathtext, quality, selectors, tokens
-from labeling.forms import ApiTokenForm, ExportForm, LiveGenerationForm
+from labeling import agreement, mathtext, quality, selectors, tokens
+from labeling.forms import ApiTokenForm, LiveGenerationForm
 from labeling.models import FinishReason, Generation, Labeler, LabelingSession
-from labeling.services import live, overlap, reports, workbench
+from labeling.services import corrections, live, overlap, reports, workbench
 from labeling.services.labelers import get_or_create_labeler
 
 COMPARISONS_PER_PAGE = 20
@@ -55,26 +54,6 @@ def home(request: HttpRequest) -> HttpResponse:
     if can_view_quality(request.user):
         context.update(selectors.overview())
     return render(request, "labeling/home.html", context)
-
-
-@login_required
-def problem_list(request: HttpRequest) -> HttpResponse:
-    if not can_view_quality(request.user):
-        raise PermissionDenied("Annotators see problems only while labeling them.")
-    return render(request, "labeling/problem_list.html", {"problems": selectors.problem_list()})
-
-
-@no_store
-@login_required
-def export_labels(request: HttpRequest) -> HttpResponse:
-    if not can_export_labels(request.user):
-        raise PermissionDenied("Only admins can export labels.")
-    if "download" not in request.GET:
-        return render(request, "labeling/export.html", {"form": ExportForm()})
-    form = ExportForm(request.GET)
-    if not form.is_valid():
-        return render(request, "labeling/export.html", {"form": form}, status=400)
-    return export.prm800k_response(filters=form.filters())
 
 
 # --- the annotator's workbench ---------------------------------------------------------------
@@ -177,11 +156,13 @@ def label_session(request: HttpRequest, session_id: int) -> HttpResponse:
     session = get_object_or_404(
         LabelingSession.objects.select_related("solution__problem"), pk=session_id, labeler=labeler
     )
-    if not session.is_open:
+    if not session.accepts_ratings:
         return redirect("label-next")
     if session.queue == "live":
         return render(request, "labeling/live.html", _live_context(session, labeler=labeler))
-    return render(request, "labeling/workbench.html", _workbench_context(session, labeler=labeler))
+    # A reopened label (a correction) shows no queue count: the queue did not serve it.
+    served = None if session.is_being_corrected else labeler
+    return render(request, "labeling/workbench.html", _workbench_context(session, labeler=served))
 
 
 @login_required
@@ -205,12 +186,17 @@ def rate(request: HttpRequest, session_id: int) -> HttpResponse:
 def submit(request: HttpRequest, session_id: int) -> HttpResponse:
     labeler = _labeler(request)
     finish_reason = request.POST.get("finish_reason", "")
-    workbench.submit_session(
+    session = workbench.submit_session(
         session_id=session_id,
         labeler=labeler,
         finish_reason=finish_reason,
         finish_reason_text=request.POST.get("reason", ""),
     )
+    if getattr(session, "was_correction", False):
+        # Back to the label as corrected, not on to the queue (it was not served from it).
+        messages.success(request, "Saved: your corrected label replaces the one you submitted.")
+        back = reverse("my-label", args=[session.pk])
+        return HttpResponseClientRedirect(back) if request.htmx else redirect(back)
     return _next_solution(request, labeler, confirmation=SUBMITTED[finish_reason])
 
 
@@ -263,21 +249,25 @@ def _next_solution(request: HttpRequest, labeler: Labeler, *, confirmation: str)
 
 @login_required
 def my_labels(request: HttpRequest) -> HttpResponse:
-    """The labeler's submitted labels, newest first (read-only)."""
+    """The labeler's submitted labels, newest first, each with the way to correct it or why
+    it is no longer corrected."""
     labeler = _labeler(request)
     page = Paginator(selectors.my_labels(labeler=labeler), MY_LABELS_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    return render(request, "labeling/my_labels.html", {"page": page})
+    rows = [(label, corrections.refusal(label, settled=label.settled)) for label in page]
+    return render(request, "labeling/my_labels.html", {"page": page, "rows": rows})
 
 
 @login_required
 def my_label(request: HttpRequest, session_id: int) -> HttpResponse:
-    """One of the labeler's submitted labels as they gave it (read-only)."""
+    """One of the labeler's submitted labels as they gave it, with the way to correct it or
+    why it is no longer corrected."""
     session = get_object_or_404(selectors.my_labels(labeler=_labeler(request)), pk=session_id)
     state = selectors.session_state(session=session)
     context = {
         "session": session,
+        "refusal": corrections.refusal(session, settled=session.settled),
         # Read only where the template shows it: a rating's answer (the steps) does not.
         "problem": SimpleLazyObject(lambda: session.solution.problem),
         "steps": state.items,
@@ -285,6 +275,30 @@ def my_label(request: HttpRequest, session_id: int) -> HttpResponse:
         "error_step": state.error_step,
     }
     return render(request, "labeling/my_label.html", context)
+
+
+@login_required
+@require_POST
+def correct_label(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Reopen one of the labeler's submitted labels in the workbench, to correct it."""
+    try:
+        corrections.reopen_label(session_id=session_id, labeler=_labeler(request))
+    except workbench.NotYourSession:
+        raise
+    except workbench.LabelingRefused as refused:
+        messages.error(request, f"Not reopened: {refused}")
+        return redirect("my-label", session_id=session_id)
+    return redirect("label-session", session_id=session_id)
+
+
+@login_required
+@require_POST
+def cancel_correction(request: HttpRequest, session_id: int) -> HttpResponse:
+    """Leave a correction unsaved: the label is as it was submitted."""
+    corrections.cancel_correction(session_id=session_id, labeler=_labeler(request))
+    messages.success(request, "Correction cancelled: your label is as you submitted it.")
+    back = reverse("my-label", args=[session_id])
+    return HttpResponseClientRedirect(back) if request.htmx else redirect(back)
 
 
 @login_required

@@ -58,11 +58,19 @@ class ModelVersionViewSet(ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[ModelVersion]:
         return selectors.model_versions()
 
-    @extend_schema(request=None, responses=s.ModelVersionSerializer)
+    @extend_schema(
+        request=None,
+        responses=s.ModelVersionSerializer,
+        description="409 when the version is worse than the active one (the message says by "
+        "how much), unless `confirm=true` (query or body).",
+    )
     @action(detail=True, methods=["post"])
     def activate(self, request: Request, pk: str) -> Response:
         version = self.get_object()
-        version = model_versions.activate_model_version(model_version_id=version.pk)
+        asked = request.query_params.get("confirm", request.data.get("confirm", ""))
+        version = model_versions.activate_model_version(
+            model_version_id=version.pk, confirm=str(asked).lower() in ("true", "1", "yes")
+        )
         return Response(s.ModelVersionSerializer(version).data)
 
 

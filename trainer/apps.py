@@ -19,3 +19,9 @@ class TrainerConfig(AppConfig):
         post_migrate.connect(_create_cache_table, sender=self)
         # Its receivers follow a model version that training records or activates.
         from trainer import pipeline  # noqa: F401
+
+        # Uploads of public step-label datasets (ProcessBench, PRMBench, TRL) become import
+        # jobs like labeling's own; labeling cannot import the trainer, so it is told here.
+        from trainer.sampling.imported import register_import_jobs
+
+        register_import_jobs()

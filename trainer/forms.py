@@ -1,11 +1,12 @@
-"""The researcher's forms: a training run's parameters (drawn from TrainingParams) and a
-generation's selection parameters."""
+"""The researcher's forms: a training run's parameters (drawn from TrainingParams), a
+generation's selection parameters, and the TRL export's filters and example parameters."""
 
 from django import forms
 from django.utils.html import format_html, format_html_join
 
 from core.params import form_fields, names, params_from_form
 from generators.models import LocalModel
+from labeling.filters import FilterForm
 from labeling.services.overlap import OverlapParams
 from trainer.selection.services import SelectionParams
 from trainer.training.params import TrainingParams
@@ -85,3 +86,22 @@ class GenerationForm(forms.Form):
 
     def params(self) -> SelectionParams:
         return self.selection_params
+
+
+class StepwiseExportForm(FilterForm):
+    """The data filters (`DataFilters`) and the training parameters that choose the examples
+    (`EXAMPLE_PARAMS`, as `manage.py export_stepwise` takes them)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        from trainer.stepwise_download import EXAMPLE_PARAMS
+
+        super().__init__(*args, **kwargs)
+        self.example_params = EXAMPLE_PARAMS
+        self.fields.update(form_fields(TrainingParams, only=EXAMPLE_PARAMS))
+
+    @property
+    def option_fields(self) -> list:
+        return [self[name] for name in self.example_params]
+
+    def params(self) -> TrainingParams | None:
+        return params_from_form(self, TrainingParams, only=self.example_params)

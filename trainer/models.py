@@ -2,11 +2,15 @@
 scoring) and imported here, where Django reads the trainer app's models; their app label and
 tables are the trainer app's as before."""
 
-from trainer.sampling.models import RolloutLabel, SamplingRun, SamplingRunItem
+from trainer.evaluation.models import Evaluation, EvaluationSet
+from trainer.sampling.models import ImportedLabel, RolloutLabel, SamplingRun, SamplingRunItem
 from trainer.scoring.models import ScoringChunk
 from trainer.training.models import ModelVersion, TrainingRun
 
 __all__ = [
+    "Evaluation",
+    "EvaluationSet",
+    "ImportedLabel",
     "ModelVersion",
     "RolloutLabel",
     "SamplingRun",

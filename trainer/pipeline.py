@@ -25,7 +25,9 @@ from django.dispatch import receiver
 from core import jobs
 from core.errors import DomainError
 from core.queueing import BrokerUnavailable, send_task
+from labeling.services import corrections
 from labeling.signals import solutions_added
+from trainer.evaluation import sets as evaluation_sets
 from trainer.models import ModelVersion, SamplingRun, TrainingRun
 from trainer.sampling.signals import sampling_run_succeeded
 from trainer.scoring import chunks as scoring
@@ -38,6 +40,10 @@ logger = logging.getLogger(__name__)
 SCORE_TASK = "trainer.tasks.score_task"
 SCORE_CHUNK_TASK = "trainer.tasks.score_chunk_task"
 SELECT_GENERATION_TASK = "trainer.tasks.select_generation_task"
+EVALUATE_TASK = "trainer.tasks.evaluate_task"
+
+# Training leaves held-out problems out and waits for the promotion set's evaluation.
+evaluation_sets.register_gates()
 
 AFTER_RETRAIN = ("scheduled", "always", "never")
 
@@ -52,6 +58,36 @@ def after_model_version(*, run_id: int, model_version: ModelVersion, **_signal) 
         return
     queue_scoring(model_version_id=model_version.pk)
     select_after_retrain(run_id=run_id, model_version_id=model_version.pk)
+
+
+@receiver(model_version_recorded)
+def freeze_trained_labels(*, run_id: int, **_signal) -> None:
+    """Human labels a model version was trained on are used: their labelers no longer correct
+    them (`labeling.services.corrections`). Those submitted up to the run's data snapshot, when
+    the run read human labels."""
+    run = TrainingRun.objects.filter(pk=run_id).values("snapshot_at", "params").first()
+    if run is None or run["snapshot_at"] is None:
+        return
+    if (run["params"] or {}).get("label_source", "human") in ("human", "both"):
+        corrections.mark_used(submitted_up_to=run["snapshot_at"])
+
+
+@receiver(model_version_recorded)
+def evaluate_model_version(*, model_version: ModelVersion, **_signal) -> None:
+    """Once the run's transaction commits: evaluate the new version on every registered set
+    (the promotion set's evaluation decides a waiting version's promotion)."""
+    queue_evaluations(model_version_id=model_version.pk)
+
+
+def queue_evaluations(*, model_version_id: int) -> int:
+    """Queue one evaluation job per registered set that lacks one; a broker down is logged."""
+    queued = evaluation_sets.request_evaluations(model_version_id=model_version_id)
+    for evaluation in queued:
+        try:
+            send_task(EVALUATE_TASK, (evaluation.pk,), what=f"{evaluation}")
+        except BrokerUnavailable as exc:
+            logger.error("%s", exc)
+    return len(queued)
 
 
 @receiver(sampling_run_succeeded)

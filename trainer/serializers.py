@@ -8,11 +8,15 @@ from core import jobs
 from core.params import describe, params_from_data, serializer_fields
 from labeling.models import Generation
 from labeling.services.overlap import OverlapParams
+from trainer.evaluation.serializers import EvaluationSerializer
+from trainer.evaluation.sets import evaluations_of
 from trainer.models import ModelVersion, TrainingRun
 from trainer.scoring.posted import MAX_SOLUTIONS, MAX_STEPS, MAX_TEXT_CHARS
 from trainer.scoring.progress import scoring_chunks
 from trainer.selection.services import SelectionParams
+from trainer.training.model_versions import comparison_with_active
 from trainer.training.params import TrainingParams
+from trainer.training.selectors import active_model_version
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):
@@ -41,6 +45,8 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "epoch",
             "loss",
             "metrics",
+            "peak_rss_bytes",
+            "peak_cuda_bytes",
             *jobs.API_FIELDS,
         ]
         read_only_fields = fields
@@ -73,14 +79,47 @@ class ScoringSerializer(serializers.Serializer):
         return [{"worker": worker, "chunks": count} for worker, count in progress.running]
 
 
+class ComparisonSerializer(serializers.Serializer):
+    metric = serializers.CharField()
+    where = serializers.CharField()
+    new = serializers.FloatField(allow_null=True)
+    active = serializers.FloatField(allow_null=True)
+    worse = serializers.BooleanField()
+
+
 class ModelVersionSerializer(serializers.ModelSerializer):
     scoring = serializers.SerializerMethodField()
+    evaluations = serializers.SerializerMethodField()
+    compared_with_active = serializers.SerializerMethodField()
 
     class Meta:
         model = ModelVersion
         fields = ["id", "name", "checkpoint_path", "metrics", "training_run", "is_active"]
-        fields += ["promoted_at", "created_at", "scoring"]
+        fields += ["promoted_at", "created_at", "scoring", "evaluations", "compared_with_active"]
         read_only_fields = fields
+
+    @extend_schema_field(EvaluationSerializer(many=True))
+    def get_evaluations(self, version: ModelVersion) -> list:
+        """Its figures on every evaluation set, beside the active version's."""
+        active = active_model_version()
+        theirs = {}
+        if active is not None and active.pk != version.pk:
+            theirs = {e.evaluation_set_id: e for e in evaluations_of(model_version=active)}
+        return EvaluationSerializer(
+            evaluations_of(model_version=version),
+            many=True,
+            context={"active_evaluations": theirs},
+        ).data
+
+    @extend_schema_field(ComparisonSerializer(allow_null=True))
+    def get_compared_with_active(self, version: ModelVersion) -> dict | None:
+        found = comparison_with_active(version=version)
+        if found is None:
+            return None
+        return ComparisonSerializer(
+            {"metric": found.metric, "where": found.where, "new": found.new}
+            | {"active": found.active, "worse": found.worse}
+        ).data
 
     @extend_schema_field(ScoringSerializer)
     def get_scoring(self, version: ModelVersion) -> dict:

@@ -33,6 +33,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from trainer import pipeline
+from trainer.evaluation import sets as evaluation_sets
 from trainer.sampling import services as sampling
 from trainer.scoring import chunks as scoring
 from trainer.selection import services as selection
@@ -145,3 +146,17 @@ def fail_sampling_runs_of_dead_workers(sender=None, **kwargs) -> None:
         older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS),
         worker_hostname=getattr(sender, "hostname", "") or "",
     )
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=settings.PRM_SCORE_SOFT_TIME_LIMIT,
+    time_limit=settings.PRM_SCORE_TIME_LIMIT,
+)
+def evaluate_task(self, evaluation_id: int) -> str:
+    # Only a queued evaluation starts: a redelivered message finds it running or done.
+    evaluation = evaluation_sets.run_evaluation(
+        evaluation_id=evaluation_id, worker_hostname=self.request.hostname or ""
+    )
+    return evaluation.status

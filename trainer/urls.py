@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from trainer import views
+from trainer import export_views, views
 
 urlpatterns = [
     path("runs/", views.run_list, name="run-list"),
@@ -21,5 +21,7 @@ urlpatterns = [
         views.generation_overlap,
         name="generation-overlap",
     ),
+    path("labels/export/trl/", export_views.export_stepwise, name="export-stepwise"),
     path("", include("trainer.sampling.urls")),
+    path("", include("trainer.evaluation.urls")),
 ]

@@ -160,7 +160,17 @@ def model_activate(request: HttpRequest, model_version_id: int) -> HttpResponse:
     if not ModelVersion.objects.filter(pk=model_version_id).exists():
         raise Http404("No such model version.")
     try:
-        version = model_versions.activate_model_version(model_version_id=model_version_id)
+        version = model_versions.activate_model_version(
+            model_version_id=model_version_id, confirm=request.POST.get("confirm") == "1"
+        )
+    except model_versions.WorseThanActive as exc:
+        # The confirm step: what would be lost, and a button that activates anyway.
+        return render(
+            request,
+            "trainer/model_activate_confirm.html",
+            {"version": ModelVersion.objects.get(pk=model_version_id), "reason": str(exc)},
+            status=409,
+        )
     except DomainError as exc:
         messages.error(request, str(exc))
     else:

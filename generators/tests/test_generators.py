@@ -259,18 +259,15 @@ def test_a_gguf_model_is_refused_with_the_way_to_convert_it(settings, tmp_path):
         ),
         (
             "So $x = \\frac{7}{2}$.\n\nThe answer is $\\boxed{\\frac{7}{2}}$.\n\nDone!",
-            [
-                "So $x = \\frac{7}{2}$.",
-                "The answer is $\\boxed{\\frac{7}{2}}$.",
-                "# Answer\n\n\\frac{7}{2}",
-            ],
+            # The sentence that only says the answer is the answer line's, not a step.
+            ["So $x = \\frac{7}{2}$.", "# Answer\n\n\\frac{7}{2}"],
             "\\frac{7}{2}",
         ),
         # What SmolLM2-135M wrote (2026-11-24): an answer said, not marked; the heading twice;
         # the answer as a sentence under the heading.
         (
             "Multiply: $40 \\% \\times 65 = 26$.\n\nThe answer is $26$",
-            ["Multiply: $40 \\% \\times 65 = 26$.", "The answer is $26$", "# Answer\n\n$26$"],
+            ["Multiply: $40 \\% \\times 65 = 26$.", "# Answer\n\n$26$"],
             "$26$",
         ),
         ("Add.\n\n# Answer\n\n# Answer\n\n5", ["Add.", "# Answer\n\n5"], "5"),

@@ -9,6 +9,7 @@ and a finished job, failed, cancelled or not, leave nothing in `var/imports`.
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -48,6 +49,16 @@ LINE_CHECKS = {
     ImportJob.Kind.SOLUTIONS: parse_solution,
     ImportJob.Kind.PRM800K: parse_line,
 }
+# Kinds whose whole file is checked by their own function (`register_importer`): it returns
+# the rows read, or raises ImportFailed naming FILE:LINE (or FILE:ROW for Parquet).
+FILE_CHECKS: dict[str, Callable[..., int]] = {}
+
+
+def register_importer(*, kind: str, importer: Callable, check_file: Callable[..., int]) -> None:
+    """Let a room above labeling (the trainer's imported labels) serve a kind of upload: the
+    kind is one of ImportJob.Kind, its importer is all or nothing like the others."""
+    IMPORTERS[kind] = importer
+    FILE_CHECKS[kind] = check_file
 
 
 class UploadRefused(Invalid):
@@ -88,7 +99,15 @@ def _store(upload: IO[bytes], *, limit: int) -> tuple[Path, int]:
 
 def check_upload(*, path: Path, kind: str, name: str) -> int:
     """Refuse what can be refused without the database: encoding, strict JSON, each line's
-    fields and their column limits, the PRM800K schema."""
+    fields and their column limits, the PRM800K schema (a registered kind: its own check)."""
+    if kind in FILE_CHECKS:
+        try:
+            lines = FILE_CHECKS[kind](path=path, name=name)
+        except ImportFailed as exc:
+            raise UploadRefused(str(exc)) from None
+        if lines == 0:
+            raise UploadRefused(f"{name}: the file has no rows")
+        return lines
     lines = 0
     check_line = LINE_CHECKS[kind]
     try:

@@ -199,7 +199,7 @@ def _start(
         problem_id=problem_id,
         steps=[],
         answer="",
-        is_correct=False,
+        is_correct=None,  # ungraded until the labeler writes the answer step
         source=GeneratorSpec.from_dict(live["generator"]).source,
         generation=generation,
         # The trajectory token keys it apart from every other path on the same problem.

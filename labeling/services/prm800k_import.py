@@ -5,15 +5,17 @@ are kept in each row's `extra`, so that an export gives back the same JSON objec
 """
 
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
 
 from core import prm800k
-from labeling.export import modelled_question
+from labeling import grading
 from labeling.grading import GradingPool, grade_answer, grade_answers, grading_pool
 from labeling.models import (
     Generation,
@@ -73,12 +75,106 @@ def _resolve_generations(numbers: set[int]) -> dict[int, Generation]:
     return found
 
 
+class _Stored(NamedTuple):
+    """What a line's export needs of its solution, without a model instance per solution."""
+
+    pk: int
+    steps: list[str]
+    answer: str
+    source_score: float | None
+
+
+SOLUTION_COLUMNS = [
+    "problem_id",
+    "steps",
+    "answer",
+    "content_hash",
+    "is_correct",
+    "source",
+    "source_score",
+    "generation_id",
+    "alternatives",
+]
+
+
+class _Grader:
+    """Grades new solutions' answers on the pool's processes while the import goes on.
+
+    Grading a PRM800K-size file takes about as long as storing it; done batch by batch in
+    line it doubled the import. A solution is stored with the verdict already known for its
+    (answer, ground truth) pair, or a placeholder; `finish` waits for the rest and writes
+    the verdicts that differ from the placeholder, in the import's transaction.
+    """
+
+    PLACEHOLDER = False
+
+    def __init__(self, pool: GradingPool) -> None:
+        self.pool = pool
+        self.waiting: list[tuple[dict[int, tuple[str, str]], Future]] = []
+        self.thread: ThreadPoolExecutor | None = None
+
+    @staticmethod
+    def known(pair: tuple[str, str]) -> bool | None:
+        """The cached verdict of `pair`, None if it has none yet. Read once per solution:
+        the grading thread fills and empties the cache meanwhile."""
+        return grading._verdicts.get(pair)
+
+    def grade(self, pending: dict[int, tuple[str, str]]) -> None:
+        """Grade the answers of these new solutions (id: (answer, ground truth)), stored
+        with the placeholder."""
+        distinct = set(pending.values())
+        if self.pool.processes <= 1 or len(distinct) < self.pool.MIN_PAIRS:
+            # Too few to pay for the workers (or no workers): here and now, as before.
+            grade_answers(pairs=distinct, pool=self.pool)
+            self._write({pk: grade_answer(*pair) for pk, pair in pending.items()})
+            return
+        if self.thread is None:
+            # The workers are forked here, in the main thread, before any other thread runs.
+            self.pool.grade([("0", "0")] * self.pool.MIN_PAIRS)
+            self.thread = ThreadPoolExecutor(1, thread_name_prefix="grading")
+        self.waiting.append((pending, self.thread.submit(_grade_pairs, distinct, self.pool)))
+
+    def finish(self) -> None:
+        """Wait for the grading still under way and store its verdicts."""
+        for pending, future in self.waiting:
+            verdicts = future.result()
+            self._write({pk: verdicts[pair] for pk, pair in pending.items()})
+        self.waiting.clear()
+
+    def _write(self, verdicts: dict[int, bool | None]) -> None:
+        changed: dict[bool | None, list[int]] = {}
+        for pk, verdict in verdicts.items():
+            if verdict is not self.PLACEHOLDER:
+                changed.setdefault(verdict, []).append(pk)
+        for verdict, ids in changed.items():
+            for chunk in batched(ids, BATCH_SIZE):
+                Solution.objects.filter(pk__in=chunk).update(is_correct=verdict)
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.thread.shutdown(cancel_futures=True)
+            self.thread = None
+
+    def __enter__(self) -> "_Grader":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _grade_pairs(pairs: set[tuple[str, str]], pool: GradingPool) -> dict[tuple[str, str], bool]:
+    # Read back in the grading thread: the verdict cache may be emptied by a later batch.
+    grade_answers(pairs=pairs, pool=pool)
+    return {pair: grade_answer(*pair) for pair in pairs}
+
+
 def _resolve_solutions(
     records: list[prm800k.ParsedRecord],
     problems: dict[str, Problem],
     generations: dict[int, Generation],
-    pool: GradingPool,
-) -> dict[tuple[int, str], Solution]:
+    grader: "_Grader",
+) -> dict[tuple[int, str], "_Stored"]:
+    """Each line's solution by (problem id, content hash), new ones stored."""
     keyed: dict[tuple[int, str], prm800k.ParsedRecord] = {}
     alternatives: dict[tuple[int, str], dict[str, list[str]]] = {}
     for r in records:
@@ -87,31 +183,36 @@ def _resolve_solutions(
         if not alternatives.get(key):
             alternatives[key] = _offered_alternatives(r)
     found = {
-        (s.problem_id, s.content_hash): s
-        for s in Solution.objects.filter(
+        (problem_id, digest): _Stored(pk, steps, answer, score)
+        for pk, problem_id, digest, steps, answer, score in Solution.objects.filter(
             problem_id__in={k[0] for k in keyed}, content_hash__in={k[1] for k in keyed}
-        )
+        ).values_list("pk", "problem_id", "content_hash", "steps", "answer", "source_score")
     }
     new = [(k, r, problems[text_digest(r.problem)]) for k, r in keyed.items() if k not in found]
-    grade_answers(pairs=[(r.answer, problem.answer) for _, r, problem in new], pool=pool)
-    missing = []
-    for key, r, problem in new:
-        solution = Solution(
-            problem=problem,
-            steps=r.steps,
-            answer=r.answer,
-            content_hash=key[1],
-            is_correct=grade_answer(r.answer, problem.answer),
-            source="prm800k-phase1" if r.is_phase1 else "prm800k",
-            source_score=r.source_score,
-            generation=generations.get(r.generation) if r.generation is not None else None,
-            alternatives=alternatives[key],
+    pairs = [(r.answer, problem.answer) for _, r, problem in new]
+    known = [grader.known(pair) for pair in pairs]
+    rows = [
+        (
+            problem.pk,
+            r.steps,
+            r.answer,
+            key[1],
+            grader.PLACEHOLDER if verdict is None else verdict,
+            "prm800k-phase1" if r.is_phase1 else "prm800k",
+            r.source_score,
+            generations[r.generation].pk if r.generation is not None else None,
+            alternatives[key],
         )
-        missing.append(solution)
-        found[key] = solution
-    Solution.objects.bulk_create(missing)
-    if missing:
-        transaction.on_commit(partial(solutions_added.send, sender=Solution, count=len(missing)))
+        for (key, r, problem), verdict in zip(new, known, strict=True)
+    ]
+    ids = insert_rows(Solution, SOLUTION_COLUMNS, rows)
+    grader.grade(
+        {pk: pair for pk, pair, verdict in zip(ids, pairs, known, strict=True) if verdict is None}
+    )
+    for (key, r, _), pk in zip(new, ids, strict=True):
+        found[key] = _Stored(pk, r.steps, r.answer, r.source_score)
+    if new:
+        transaction.on_commit(partial(solutions_added.send, sender=Solution, count=len(new)))
     # A solution served as quality control or screening in any line keeps that flag.
     for flag in ("is_quality_control", "is_screening"):
         ids = {
@@ -141,6 +242,9 @@ def _solution_key(record: prm800k.ParsedRecord) -> str:
     return solution_digest(steps=record.steps, answer=record.answer)
 
 
+_ORDINARY_CHOICES = range(1000)
+
+
 def parse_line(obj: dict) -> prm800k.ParsedRecord:
     """One PRM800K line, checked against the schema and against what its columns can hold;
     ValueError (InvalidRecord for the schema) says what is wrong."""
@@ -154,6 +258,8 @@ def parse_line(obj: dict) -> prm800k.ParsedRecord:
         label="question.pre_generated_verifier_score",
     )
     for i, step in enumerate(record.label_steps):
+        if step.chosen_completion in _ORDINARY_CHOICES:
+            continue  # a million steps: the usual index needs no look at the column's limits
         check_column(
             StepLabel,
             "chosen_completion",
@@ -168,7 +274,7 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
     name = name or str(path)
     result = ImportResult(details={"sessions": 0, "ratings": 0})
     imported_at = timezone.now()
-    with transaction.atomic(), grading_pool() as pool:
+    with transaction.atomic(), grading_pool() as pool, _Grader(pool) as grader:
         for batch in batched(read_jsonl(path=path, name=name), BATCH_SIZE):
             records = []
             for number, obj in batch:
@@ -178,7 +284,8 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
                     raise line_failure(name, number, str(exc)) from None
                 result.count_control_characters(number, *_texts(records[-1]))
             result.lines += len(records)
-            _store_records(records, imported_at=imported_at, result=result, pool=pool)
+            _store_records(records, imported_at=imported_at, result=result, grader=grader)
+        grader.finish()
     result.created = result.details["sessions"]
     result.note_control_characters(name)
     return result
@@ -200,71 +307,72 @@ def _store_records(
     *,
     imported_at: datetime,
     result: ImportResult,
-    pool: GradingPool,
+    grader: _Grader,
 ) -> None:
     labelers = labelers_by_uuid(uuids={r.labeler for r in records})
     generations = _resolve_generations({r.generation for r in records if r.generation is not None})
     problems = _resolve_problems(records)
-    solutions = _resolve_solutions(records, problems, generations, pool)
+    solutions = _resolve_solutions(records, problems, generations, grader)
 
-    sessions = []
+    session_rows = []
     for r in records:
         problem = problems[text_digest(r.problem)]
         solution = solutions[(problem.pk, _solution_key(r))]
-        generation = generations.get(r.generation) if r.generation is not None else None
-        session = LabelingSession(
-            labeler=labelers[r.labeler],
-            solution=solution,
-            generation=generation,
-            is_quality_control=r.is_quality_control,
-            is_screening=r.is_screening,
-            submitted_at=r.timestamp or imported_at,
-            total_time=r.total_time,
-            finish_reason=r.finish_reason,
-        )
+        submitted_at = r.timestamp or imported_at
         top = prm800k.modelled_top(
             labeler=r.labeler,
-            submitted_at=session.submitted_at,
+            submitted_at=submitted_at,
             generation=r.generation,
             is_quality_control=r.is_quality_control,
             is_screening=r.is_screening,
         )
-        session.extra = _compact(
+        question = prm800k.modelled_question(
+            problem=problem.text,
+            answer=problem.answer,
+            solution=problem.solution,
+            steps=solution.steps,
+            pre_answer=solution.answer,
+            score=solution.source_score,
+        )
+        extra = _compact(
             {
                 "record": prm800k.remainder(_without(r.raw, "question", "label"), top),
-                "question": prm800k.remainder(
-                    r.raw["question"], modelled_question(problem=problem, solution=solution)
-                ),
+                "question": prm800k.remainder(r.raw["question"], question),
                 "label": prm800k.remainder(
                     _without(r.raw["label"], "steps"),
                     prm800k.modelled_label(total_time=r.total_time, finish_reason=r.finish_reason),
                 ),
             }
         )
-        sessions.append(session)
-    LabelingSession.objects.bulk_create(sessions)
-    # bulk_create bypasses the submission that keeps Solution.labels_submitted: count the
-    # labeled solutions again, so the queues stop walking past them.
-    recount_labels(solutions=Solution.objects.filter(pk__in={s.solution_id for s in sessions}))
+        session_rows.append(
+            (
+                labelers[r.labeler].pk,
+                solution.pk,
+                generations[r.generation].pk if r.generation is not None else None,
+                r.is_quality_control,
+                r.is_screening,
+                submitted_at,
+                r.total_time,
+                r.finish_reason,
+                extra,
+            )
+        )
+    session_ids = insert_rows(LabelingSession, SESSION_COLUMNS, session_rows)
+    # Rows bypass the submission that keeps Solution.labels_submitted: count the labeled
+    # solutions again, so the queues stop walking past them.
+    recount_labels(solutions=Solution.objects.filter(pk__in={row[1] for row in session_rows}))
 
     step_rows = []
     step_completions = []
-    for session, r in zip(sessions, records, strict=True):
+    for session_id, r in zip(session_ids, records, strict=True):
         for index, step in enumerate(r.label_steps):
-            modelled = {"completions": [c.raw for c in step.completions]}
-            modelled.update(
-                prm800k.modelled_step(
-                    human_completion=step.human_completion,
-                    chosen_completion=step.chosen_completion,
-                )
-            )
             step_rows.append(
                 (
-                    session.pk,
+                    session_id,
                     index,
                     step.chosen_completion,
                     step.human_completion,
-                    prm800k.remainder(step.raw, modelled),
+                    _step_remainder(step),
                 )
             )
             step_completions.append(step.completions)
@@ -274,28 +382,62 @@ def _store_records(
         step_rows,
     )
 
-    ratings = []
-    for step_id, completions in zip(step_ids, step_completions, strict=True):
-        for index, completion in enumerate(completions):
-            ratings.append(
-                (
-                    step_id,
-                    index,
-                    completion.text,
-                    completion.rating,
-                    completion.flagged,
-                    prm800k.remainder(
-                        completion.raw,
-                        prm800k.modelled_completion(
-                            text=completion.text,
-                            rating=completion.rating,
-                            flagged=completion.flagged,
-                        ),
-                    ),
-                )
-            )
+    ratings = [
+        (
+            step_id,
+            index,
+            completion.text,
+            completion.rating,
+            completion.flagged,
+            _completion_remainder(completion),
+        )
+        for step_id, completions in zip(step_ids, step_completions, strict=True)
+        for index, completion in enumerate(completions)
+    ]
     insert_rows(
         StepRating, ["step_id", "completion_index", "text", "rating", "flagged", "extra"], ratings
     )
-    result.details["sessions"] += len(sessions)
+    result.details["sessions"] += len(session_rows)
     result.details["ratings"] += len(ratings)
+
+
+SESSION_COLUMNS = [
+    "labeler_id",
+    "solution_id",
+    "generation_id",
+    "is_quality_control",
+    "is_screening",
+    "submitted_at",
+    "total_time",
+    "finish_reason",
+    "extra",
+]
+_STEP_KEYS = {"completions", "human_completion", "chosen_completion"}
+_COMPLETION_KEYS = {"text", "rating", "flagged"}
+
+
+def _step_remainder(step: prm800k.ParsedStep) -> dict:
+    # A million steps: the usual one (exactly the modelled keys, completions a list, which
+    # parsing took as they came) keeps nothing, known without comparing values.
+    raw = step.raw
+    if raw.keys() == _STEP_KEYS and type(raw["completions"]) is list:
+        return {}
+    modelled = {"completions": [c.raw for c in step.completions]}
+    modelled.update(
+        prm800k.modelled_step(
+            human_completion=step.human_completion, chosen_completion=step.chosen_completion
+        )
+    )
+    return prm800k.remainder(raw, modelled)
+
+
+def _completion_remainder(completion: prm800k.ParsedCompletion) -> dict:
+    # Likewise for a completion with exactly the modelled keys: its values are the columns'.
+    if completion.raw.keys() == _COMPLETION_KEYS:
+        return {}
+    return prm800k.remainder(
+        completion.raw,
+        prm800k.modelled_completion(
+            text=completion.text, rating=completion.rating, flagged=completion.flagged
+        ),
+    )

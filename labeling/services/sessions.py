@@ -57,8 +57,18 @@ def locked_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
 
 
 def session_to_change(*, session_id: int, labeler: Labeler) -> LabelingSession:
-    """The caller's session, locked, refused unless it is still open."""
+    """The caller's session, locked, refused unless it is still open or reopened by its
+    labeler to correct it (`labeling.services.corrections`)."""
     session = locked_session(session_id=session_id, labeler=labeler)
+    if session.is_being_corrected:
+        if session.used_at is not None or session.adjudicated_at is not None:
+            # Used while reopened (a model trained on it, a reviewer chose it): as it stands.
+            raise LabelingRefused(
+                "This label was used meanwhile (a model was trained on it, or a reviewer "
+                "chose it): it takes no more changes. Cancel the correction to keep it as "
+                "it was."
+            )
+        return session
     if session.abandoned_at is not None:
         # A tab left open past the lease: say why, not "finished" (the page shows this).
         raise LabelingRefused(LEASE_LAPSED)

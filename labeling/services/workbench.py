@@ -43,7 +43,7 @@ from labeling.selectors import (
     sessions_per_solution,
     unrated_alternatives,
 )
-from labeling.services import reports
+from labeling.services import corrections, reports
 from labeling.services.sessions import (
     HUMAN_COMPLETION_MAX_CHARS,
     LEASE,
@@ -441,12 +441,17 @@ def submit_session(
     finish_reason_text: str = "",
     now: datetime | None = None,
 ) -> LabelingSession:
-    """Finish a session. Submitting the same outcome twice is a no-op."""
+    """Finish a session, or save the correction of a reopened label
+    (`labeling.services.corrections`: it was counted when first submitted, and is not again).
+    Submitting the same outcome twice is a no-op."""
     now = now or timezone.now()
     with transaction.atomic():
         session = locked_session(session_id=session_id, labeler=labeler)
-        if session.is_submitted:
+        correcting = session.is_being_corrected
+        if session.is_submitted and not correcting:
             if session.finish_reason == finish_reason:
+                # A repeated submission; of a correction, it is answered as the first was.
+                session.was_correction = session.edited_at is not None
                 return session
             raise LabelingRefused("This session is already finished.")
         if session.abandoned_at is not None:
@@ -475,6 +480,27 @@ def submit_session(
                 "finish_reason must be one of " + ", ".join(FinishReason.values) + "."
             )
         touch(session, now)
+        if correcting:
+            corrections.finish_correction(
+                session,
+                finish_reason=finish_reason,
+                finish_reason_text=finish_reason_text.strip(),
+                now=now,
+            )
+            session.save(
+                update_fields=[
+                    "total_time",
+                    "last_activity_at",
+                    "lease_expires_at",
+                    "finish_reason",
+                    "finish_reason_text",
+                    "reopened_at",
+                    "edited_at",
+                    "extra",
+                ]
+            )
+            session.was_correction = True
+            return session
         session.finish_reason = finish_reason
         session.finish_reason_text = finish_reason_text.strip()
         session.submitted_at = now
@@ -508,6 +534,11 @@ def skip_session(
     now = now or timezone.now()
     with transaction.atomic():
         session = session_to_change(session_id=session_id, labeler=labeler)
+        if session.is_submitted:
+            # A reopened label keeps its place; leaving it is cancelling the correction.
+            raise LabelingRefused(
+                "A submitted label is not skipped: cancel the correction to keep it as it was."
+            )
         touch(session, now)
         session.abandoned_at = now
         session.extra = {**(session.extra or {}), "skipped": True}
@@ -522,7 +553,7 @@ def renew_lease(
     now = now or timezone.now()
     with transaction.atomic():
         session = locked_session(session_id=session_id, labeler=labeler)
-        if not session.is_open:
+        if not session.accepts_ratings:
             raise LabelingRefused("This session is no longer open.")
         session.lease_expires_at = now + LEASE
         session.save(update_fields=["lease_expires_at"])

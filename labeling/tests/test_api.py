@@ -244,7 +244,9 @@ def test_solutions_filter_by_correctness_and_labeled_state(demo):
     # A bad value of a filter is a 400; a parameter that is no filter is ignored.
     assert client.get("/api/solutions/?is_correct=maybe").status_code == 400
     assert client.get("/api/solutions/?generation=abc").status_code == 400
-    assert client.get("/api/solutions/?level=abc").json()["count"] == Solution.objects.count()
+    assert client.get("/api/solutions/?colour=abc").json()["count"] == Solution.objects.count()
+    # The data pages' filters apply too: a solution's problem level, say.
+    assert client.get("/api/solutions/?level=abc").status_code == 400
     assert client.get("/api/problems/?level=abc").status_code == 400
 
 

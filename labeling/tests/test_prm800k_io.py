@@ -233,3 +233,37 @@ def test_imported_labels_are_counted_on_their_solutions():
     )
     assert counted.filter(labels__gt=0).exists()
     assert all(s.labels_submitted == s.labels for s in counted)
+
+
+def test_a_generated_file_of_several_batches_round_trips_with_every_answer_graded(
+    tmp_path, monkeypatch, settings
+):
+    # PRM800K-shaped lines (LaTeX backslashes, line breaks, non-ASCII, alternatives, repeated
+    # solutions) over several import batches and export chunks, graded on worker processes
+    # while the rows are stored: the bulk paths (COPY on PostgreSQL) must lose nothing.
+    from bench.export import generate
+    from labeling import export as exporting
+    from labeling.grading import is_equivalent
+    from labeling.services import prm800k_import
+
+    settings.IMPORT_GRADING_PROCESSES = 2
+    monkeypatch.setattr(prm800k_import, "BATCH_SIZE", 150)
+    monkeypatch.setattr(exporting, "EXPORT_CHUNK", 70)
+    path = tmp_path / "generated.jsonl"
+    generate(path, solutions=300, steps_per_solution=5)
+    originals = read_objects(path)
+    # Texts COPY must escape, and keys only `extra` keeps, at a step and at a completion.
+    step = originals[3]["label"]["steps"][0]
+    step["completions"][0]["text"] = "tab\there\r\nback\\slash \\N end"
+    step["completions"][0]["source"] = "human"
+    originals[5]["label"]["steps"][1]["note"] = {"why": "kept"}
+    del originals[7]["label"]["steps"][0]["completions"][0]["flagged"]
+    path.write_text("".join(json.dumps(obj, ensure_ascii=False) + "\n" for obj in originals))
+
+    call_command("import_prm800k", str(path), stdout=io.StringIO())
+
+    assert export() == originals
+    solutions = Solution.objects.select_related("problem")
+    assert solutions.count() > 200
+    assert all(s.is_correct == is_equivalent(s.answer, s.problem.answer) for s in solutions)
+    assert {s.is_correct for s in solutions} == {True, False}

@@ -9,6 +9,11 @@ pick is correct, and a draw with nothing to pick counts as unsolved. A trial's a
 the share of all problems solved; the estimate is the mean and (population) standard
 deviation over trials.
 
+Ungraded samples (`is_correct` None: no readable final answer, or a problem with no ground
+truth) are left out before drawing, as if never sampled: not known right or wrong, they would
+otherwise count as wrong picks. Each estimate says how many it left out (`Estimate.ungraded`);
+a problem with only ungraded samples is left out of the problem count.
+
 Ties go to a random one of the tied (the first in the shuffled draw). With the same seed,
 every method sees exactly the same draws, so methods are compared on the same subsets.
 
@@ -44,7 +49,7 @@ class Sample:
 
     problem: Hashable  # the problem's text or any key that groups a problem's samples
     answer: str | None  # None: no final answer, never picked
-    is_correct: bool
+    is_correct: bool | None  # None: ungraded, left out of every estimate
     scores: Mapping[str, float] = field(default_factory=dict)  # e.g. {"prm_score": 0.93}
 
 
@@ -56,6 +61,7 @@ class Estimate:
     std: float  # population standard deviation over trials
     trials: int
     problems: int
+    ungraded: int = 0  # samples left out as ungraded
 
 
 # --- reading samples --------------------------------------------------------------------------
@@ -76,7 +82,8 @@ def _number(value, what: str) -> float:
 def parse_sample(obj: dict) -> Sample:
     """A sample from one line of a scored-samples file (ValueError saying what is wrong).
 
-    Keys: `problem`; `answer` or `given_answer` (null or missing: no answer); `is_correct`;
+    Keys: `problem`; `answer` or `given_answer` (null or missing: no answer); `is_correct`
+    (true, false, or null for ungraded);
     any number of `*_score` numbers (`prm_score`, `orm_score`, ...). Other keys are ignored.
     """
     problem = obj.get("problem")
@@ -86,8 +93,10 @@ def parse_sample(obj: dict) -> Sample:
     if answer is not None and not isinstance(answer, str):
         answer = json.dumps(answer)  # a bare number in the file
     is_correct = obj.get("is_correct")
-    if not isinstance(is_correct, bool):
-        raise ValueError(f"'is_correct' must be true or false, got {json.dumps(is_correct)}")
+    if is_correct is not None and not isinstance(is_correct, bool):
+        raise ValueError(
+            f"'is_correct' must be true, false or null, got {json.dumps(is_correct)[:80]}"
+        )
     scores = {
         key: _number(value, key)
         for key, value in obj.items()
@@ -140,11 +149,16 @@ def samples_from_solutions(*, solutions: "QuerySet[Solution] | None" = None) -> 
 # --- the protocol -----------------------------------------------------------------------------
 
 
-def _by_problem(samples: Iterable[Sample]) -> dict[Hashable, list[Sample]]:
+def _by_problem(samples: Iterable[Sample]) -> tuple[dict[Hashable, list[Sample]], int]:
+    """The graded samples grouped by problem, and how many ungraded ones were left out."""
     groups: dict[Hashable, list[Sample]] = {}
+    ungraded = 0
     for sample in samples:
+        if sample.is_correct is None:
+            ungraded += 1
+            continue
         groups.setdefault(sample.problem, []).append(sample)
-    return groups
+    return groups, ungraded
 
 
 def _pool_size(groups: Mapping[Hashable, list[Sample]], pool_size: int | None, n: int) -> int:
@@ -167,7 +181,7 @@ def _check(trials: int) -> None:
         raise ValueError("trials must be at least 1")
 
 
-def _estimate(method: str, n: int, solved: np.ndarray, problems: int) -> Estimate:
+def _estimate(method: str, n: int, solved: np.ndarray, problems: int, ungraded: int) -> Estimate:
     accuracy = solved / problems if problems else np.zeros_like(solved, dtype=float)
     return Estimate(
         method=method,
@@ -176,6 +190,7 @@ def _estimate(method: str, n: int, solved: np.ndarray, problems: int) -> Estimat
         std=float(np.std(accuracy)),
         trials=len(solved),
         problems=problems,
+        ungraded=ungraded,
     )
 
 
@@ -194,7 +209,7 @@ def estimate_best_of_n(
     has); entries beyond a problem's samples are empty draws.
     """
     _check(trials)
-    groups = _by_problem(samples)
+    groups, ungraded = _by_problem(samples)
     pool = _pool_size(groups, pool_size, n)
     rng = np.random.default_rng(seed)
     solved = np.zeros(trials)
@@ -212,7 +227,7 @@ def estimate_best_of_n(
         picked = drawn[np.arange(trials), np.argmax(drawn_keys, axis=1)]
         pickable = np.isfinite(drawn_keys).any(axis=1)
         solved += pickable & correct[picked]
-    return _estimate(score, n, solved, len(groups))
+    return _estimate(score, n, solved, len(groups), ungraded)
 
 
 def answer_classes(
@@ -266,7 +281,7 @@ def majority_vote(
     the same as `estimate_best_of_n`'s with the same seed.
     """
     _check(trials)
-    groups = _by_problem(samples)
+    groups, ungraded = _by_problem(samples)
     pool = _pool_size(groups, pool_size, n)
     rng = np.random.default_rng(seed)
     ties = np.random.default_rng([seed, 1])  # its own stream: the draws stay estimate_best_of_n's
@@ -295,7 +310,7 @@ def majority_vote(
         winner = np.argmax(votes + ties.random(votes.shape) * 0.5, axis=1)
         pickable = votes.max(axis=1) > 0
         solved += pickable & class_correct[winner]
-    return _estimate(MAJORITY, n, solved, len(groups))
+    return _estimate(MAJORITY, n, solved, len(groups), ungraded)
 
 
 def evaluate(

@@ -1,23 +1,24 @@
 """ProcessBench: does the PRM find the first wrong step?
 
-A ProcessBench file holds one item per line: `problem`, `steps` (a list of texts) and `label`,
-the index (from 0) of the first wrong step, or -1 when every step is right. The PRM predicts
-the first step whose score falls below a threshold (-1 when none does). Reported as the
-benchmark does: accuracy on the erroneous items (the predicted index is the label), accuracy
-on the correct items (nothing predicted), and F1, their harmonic mean.
+A ProcessBench file holds one item per line (or Parquet row): `problem`, `steps` (a list of
+texts) and `label`, the index (from 0) of the first wrong step, or -1 when every step is right.
+The PRM predicts the first step whose score falls below a threshold (-1 when none does).
+Reported as the benchmark does: accuracy on the erroneous items (the predicted index is the
+label), accuracy on the correct items (nothing predicted), and F1, their harmonic mean.
 
 The threshold is a choice: `sweep` reports every threshold of a grid; `choose_threshold`
 takes the best F1 on a development split, to be reported on the rest, so that the figure
 quoted is not tuned on the items it is measured on.
 """
 
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import Invalid
+from labeling.services.importing import ImportFailed
+from trainer.sampling import public_formats
 
 GRID = tuple(round(0.05 * i, 2) for i in range(1, 20))  # 0.05, 0.10, ... 0.95
 
@@ -44,36 +45,13 @@ class Result:
 
 
 def read_items(*, path: Path | str) -> list[Item]:
-    path = Path(path)
-    items = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{path.name}:{number}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProcessBenchInvalid(f"{where}: not JSON ({exc.msg}).") from None
-            problem, steps, label = (obj.get(k) for k in ("problem", "steps", "label"))
-            if not isinstance(problem, str) or not problem:
-                raise ProcessBenchInvalid(f"{where}: problem must be a non-empty text.")
-            if (
-                not isinstance(steps, list)
-                or not steps
-                or not all(isinstance(s, str) for s in steps)
-            ):
-                raise ProcessBenchInvalid(f"{where}: steps must be a non-empty list of texts.")
-            if (
-                isinstance(label, bool)
-                or not isinstance(label, int)
-                or not -1 <= label < len(steps)
-            ):
-                raise ProcessBenchInvalid(
-                    f"{where}: label must be -1 or a step index from 0 to {len(steps) - 1}."
-                )
-            items.append(Item(problem=problem, steps=steps, label=label))
-    return items
+    """The items of a ProcessBench file, JSONL or Parquet (the one parser,
+    `trainer.sampling.public_formats.read_processbench`, which the label import shares)."""
+    try:
+        items = public_formats.read_processbench(path=path)
+    except ImportFailed as exc:
+        raise ProcessBenchInvalid(str(exc)) from None
+    return [Item(problem=i.problem, steps=i.steps, label=i.label) for i in items]
 
 
 def first_error(step_scores: Sequence[float], threshold: float) -> int:

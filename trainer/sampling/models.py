@@ -134,3 +134,41 @@ class RolloutLabel(models.Model):
     @property
     def soft(self) -> float:
         return self.reached / self.rollouts
+
+
+class ImportedLabel(models.Model):
+    """Step labels of one solution as a public dataset gives them (ProcessBench, PRMBench, TRL
+    stepwise supervision: `trainer.sampling.imported`). A label source of its own, never mixed
+    into human labels; its provenance is the file, its format and the row it came from.
+    """
+
+    class Format(models.TextChoices):
+        PROCESSBENCH = "processbench", "ProcessBench"
+        PRMBENCH = "prmbench", "PRMBench"
+        TRL = "trl", "TRL stepwise supervision"
+
+    solution = models.ForeignKey(
+        "labeling.Solution", on_delete=models.CASCADE, related_name="imported_labels"
+    )
+    format = models.CharField(max_length=16, choices=Format.choices)
+    file_name = models.CharField(max_length=255, help_text="The imported file's own name.")
+    row = models.PositiveIntegerField(help_text="Its line (JSONL) or row (Parquet), from 1.")
+    ratings = models.JSONField(help_text="+1 / -1 per labeled step, from step 0.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            # A file imported twice labels nothing twice.
+            models.UniqueConstraint(
+                fields=["format", "file_name", "row", "solution"],
+                name="one_imported_label_per_row_and_solution",
+            ),
+            models.CheckConstraint(
+                condition=Q(format__in=["processbench", "prmbench", "trl"]),
+                name="imported_label_format_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"imported label of solution {self.solution_id} ({self.file_name}:{self.row})"

@@ -39,7 +39,8 @@ def estimate_solution(
     call (a server answers them concurrently); a rollout that never reached a final answer
     counts as not reaching the right one. The last step is the solution's "# Answer" step,
     whose label needs no generation: it is the solution's own correctness, stored as
-    rollouts=1, reached=int(is_correct), answers=[solution.answer].
+    rollouts=1, reached=int(is_correct), answers=[solution.answer]; an ungraded solution's
+    last step gets no label, since its correctness is not known.
 
     Generation and grading take long, so this runs outside any transaction; the caller stores
     the labels and marks its item done in a short one.
@@ -77,14 +78,14 @@ def estimate_solution(
             )
         )
     last = len(steps) - 1
-    if last not in done:
+    if last not in done and solution.is_correct is not None:
         labels.append(
             RolloutLabel(
                 solution=solution,
                 index=last,
                 sampling_run=run,
                 rollouts=1,
-                reached=int(bool(solution.is_correct)),
+                reached=int(solution.is_correct),
                 answers=[solution.answer],
             )
         )

@@ -407,7 +407,7 @@ def _sample_item(*, run: SamplingRun, item: SamplingRunItem, generator, settings
     )
     # Graded before the transaction opens, which keeps it short.
     verdicts = [
-        grade_answer(sample.answer, problem.answer) if sample.finished else False
+        grade_answer(sample.answer, problem.answer) if sample.finished else None
         for sample in samples
     ]
     source = GeneratorSpec.from_dict(run.generator).source

@@ -28,6 +28,7 @@ class GenerationSummary:
     size: int = 0  # solutions in it now, quality control included
     quality_control: int = 0
     wrong_answers: int = 0  # of the batch (not QC): final answer wrong
+    ungraded: int = 0  # of the batch: no readable final answer (or no ground truth) to grade
     mean_selection_score: float | None = None  # of the batch, at selection
     labeled_solutions: int = 0  # of the batch: submitted by at least one labeler
     labels: int = 0  # submitted sessions served from this generation, QC included
@@ -57,6 +58,7 @@ def _summaries(generations: Sequence[Generation]) -> list[GenerationSummary]:
             size=Count("pk"),
             quality_control=Count("pk", filter=Q(is_quality_control=True)),
             wrong_answers=Count("pk", filter=batch & Q(is_correct=False)),
+            ungraded=Count("pk", filter=batch & Q(is_correct__isnull=True)),
             mean_selection_score=Avg("selection_score", filter=batch),
         )
         .order_by()

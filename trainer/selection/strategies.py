@@ -18,7 +18,9 @@ class Candidate:
     solution_id: int
     problem_id: int
     score: float | None  # the model version's solution score; None when it has none
-    is_correct: bool  # final answer equivalent to the ground truth
+    # Final answer equivalent to the ground truth; None when ungraded (no readable answer, or
+    # a problem without one): not known wrong, so never picked as a wrong answer.
+    is_correct: bool | None
 
 
 @dataclass(frozen=True)
@@ -82,10 +84,11 @@ def convincing_wrong_answer(
     """The paper's: the most convincing wrong answers, then the most convincing of the rest.
 
     When there are too few wrong answers, the most convincing of the rest fill the batch.
+    Ungraded solutions are not wrong answers; they compete only among the rest.
     """
     taken: Counter = Counter()
     wrong = _take(
-        in_order([c for c in candidates if not c.is_correct], seed=seed, key=most_convincing),
+        in_order([c for c in candidates if _is_wrong(c)], seed=seed, key=most_convincing),
         count=wrong_answer_count(batch_size=batch_size, wrong_share=wrong_share),
         cap=per_problem_cap,
         taken=taken,
@@ -152,7 +155,7 @@ DEFAULT_STRATEGY = "convincing_wrong_answer"
 
 
 def _is_wrong(c: Candidate) -> bool:
-    return not c.is_correct
+    return c.is_correct is False
 
 
 # What each strategy can still pick from one problem, as (which candidates, in which order)

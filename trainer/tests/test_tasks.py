@@ -90,7 +90,9 @@ def test_a_real_worker_trains_promotes_and_scores(
 ):
     label_demo_solutions(problems=4)
     client.force_login(make_user("rita", "researcher"))
-    start_worker(f"runs-e2e-{os.getpid()}@%h")
+    # A metric with no trivial floor: one epoch on four problems does not beat random scoring,
+    # and a version at or below it is never promoted (test_evaluation_sets.py).
+    start_worker(f"runs-e2e-{os.getpid()}@%h", PRM_PROMOTE_METRIC="step_accuracy")
 
     response = client.post(
         reverse("run-list"),

@@ -19,6 +19,11 @@ estimate its labels are +1/-1, cut after the first -1 like a human label; with t
 every step carries `targets` (p(+1) = the share of rollouts that reached the answer, p(-1)
 the rest) and `labels` hold the hard estimate for the metrics. `build_training_examples`
 takes what a run's parameters choose: human, rollout or both.
+
+Imported labels (`trainer.sampling.imported`: ProcessBench, PRMBench, TRL files) are a third
+source, chosen alone (`label_source: imported`): one example per imported label, in import
+order, with every step the dataset labels (a TRL row comes back as it went in). The session
+filters do not apply to them: they come from no session or generation.
 """
 
 import hashlib
@@ -27,11 +32,12 @@ import random
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
-from django.db.models import Count
+from django.db.models import Count, Q
 
 from core.prm800k import RATINGS
 from labeling import agreement
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
+from trainer.training import gates
 
 SESSION_CHUNK = 500
 
@@ -45,10 +51,11 @@ class Example:
     labels: list[int]  # -1 / 0 / 1 per step
     # Rollout examples only (the defaults are a human example's, and are left out of the
     # snapshot hash so that human data hashes as it always did):
-    source: str = "human"  # "human" | "rollout"
+    source: str = "human"  # "human" | "rollout" | "imported"
     targets: list[float] | None = None  # soft estimate: p(+1) per step; p(-1) = 1 - it
     weight: float = 1.0  # weight of the example in the loss
     sampling_run_id: int | None = None  # the sampling run whose rollout labels these are
+    imported_label_id: int | None = None  # the imported label (file, format, row) it is
 
 
 def build_examples(
@@ -118,6 +125,37 @@ def build_training_examples(*, params) -> list[Example]:
             generation_min=params.generation_min,
             generation_max=params.generation_max,
         )
+    if params.label_source == "imported":
+        examples += imported_examples()
+    # Problems held out as an evaluation set (trainer.evaluation) are never trained on.
+    return [e for e in examples if e.problem_id not in gates.held_out_problem_ids()]
+
+
+def imported_examples() -> list[Example]:
+    """One example per imported label, in import order: its solution's labeled steps."""
+    from trainer.sampling.models import ImportedLabel
+
+    examples: list[Example] = []
+    labels = ImportedLabel.objects.order_by("pk").values_list(
+        "pk", "ratings", "solution_id", "solution__problem_id", "solution__steps"
+    )
+    problems: dict[int, str] = {}
+    for start in range(0, labels.count(), SESSION_CHUNK):
+        chunk = list(labels[start : start + SESSION_CHUNK])
+        wanted = {row[3] for row in chunk} - problems.keys()
+        problems.update(Problem.objects.filter(pk__in=wanted).values_list("pk", "text"))
+        for pk, ratings, solution_id, problem_id, steps in chunk:
+            examples.append(
+                Example(
+                    problem_id=problem_id,
+                    solution_id=solution_id,
+                    problem=problems[problem_id],
+                    steps=steps[: len(ratings)],
+                    labels=list(ratings),
+                    source="imported",
+                    imported_label_id=pk,
+                )
+            )
     return examples
 
 
@@ -327,7 +365,13 @@ def split_by_problem(
 def snapshot_hash(examples: list[Example]) -> str:
     """sha256 of the examples in order: equal data, equal hash, on any machine."""
     digest = hashlib.sha256()
-    defaults = {"source": "human", "targets": None, "weight": 1.0, "sampling_run_id": None}
+    defaults = {
+        "source": "human",
+        "targets": None,
+        "weight": 1.0,
+        "sampling_run_id": None,
+        "imported_label_id": None,
+    }
     for example in examples:
         row = {k: v for k, v in asdict(example).items() if k not in defaults or v != defaults[k]}
         line = json.dumps(row, sort_keys=True, ensure_ascii=False)
@@ -351,22 +395,24 @@ class BestOfNProblem:
 def best_of_n_problems(examples: list[Example]) -> list[BestOfNProblem]:
     """The problems of `examples` with several stored solutions, each with its solutions.
 
-    Every stored solution counts, labeled or not: best-of-N asks which one the PRM would
-    pick. At most BEST_OF_N_MAX_PROBLEMS problems and BEST_OF_N_MAX_SOLUTIONS solutions each.
+    Every graded solution counts, labeled or not: best-of-N asks which one the PRM would
+    pick. An ungraded one (no readable answer) says nothing of a pick and is left out. At
+    most BEST_OF_N_MAX_PROBLEMS problems and BEST_OF_N_MAX_SOLUTIONS solutions each.
     """
+    graded = Q(solutions__is_correct__isnull=False)
     problem_ids = sorted({e.problem_id for e in examples if e.solution_id is not None})
     if not problem_ids:
         return []
     texts = dict(
         Problem.objects.filter(pk__in=problem_ids)
-        .annotate(n=Count("solutions"))
+        .annotate(n=Count("solutions", filter=graded))
         .filter(n__gte=2)
         .order_by("pk")
         .values_list("pk", "text")[:BEST_OF_N_MAX_PROBLEMS]
     )
     solutions: dict[int, list[tuple[list[str], bool]]] = {pk: [] for pk in texts}
     for problem_id, steps, is_correct in (
-        Solution.objects.filter(problem_id__in=texts.keys())
+        Solution.objects.filter(problem_id__in=texts.keys(), is_correct__isnull=False)
         .order_by("problem_id", "pk")
         .values_list("problem_id", "steps", "is_correct")
     ):

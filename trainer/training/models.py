@@ -23,6 +23,12 @@ class TrainingRun(Job):
     total_steps = models.PositiveIntegerField(default=0)
     epoch = models.PositiveIntegerField(default=0)
     loss = models.FloatField(null=True, blank=True, help_text="Latest training loss.")
+    # Measured by the training process (trainer.training.ml.memory.peak_memory): its peak
+    # resident memory, and on CUDA the peak GPU memory allocated, in bytes.
+    peak_rss_bytes = models.BigIntegerField(null=True, blank=True, help_text="Peak RSS, bytes.")
+    peak_cuda_bytes = models.BigIntegerField(
+        null=True, blank=True, help_text="Peak CUDA memory allocated, bytes."
+    )
     metrics = models.JSONField(default=list, blank=True, help_text="Held-out metrics per epoch.")
     celery_task_id = models.CharField(max_length=255, blank=True)
 

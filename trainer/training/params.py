@@ -21,8 +21,9 @@ SCHEDULES = ("cosine", "linear", "constant")
 # Solution score from step scores: the names of the one registry, core.aggregation.
 AGGREGATIONS = tuple(aggregation.AGGREGATIONS)
 # Which labels a run trains on (trainer.training.dataset.build_training_examples): human ratings,
-# rollout labels (trainer.sampling.rollouts), or both, each solution giving one example of each.
-LABEL_SOURCES = ("human", "rollout", "both")
+# rollout labels (trainer.sampling.rollouts), or both, each solution giving one example of each;
+# or, alone, labels imported from public datasets (trainer.sampling.imported).
+LABEL_SOURCES = ("human", "rollout", "both", "imported")
 ROLLOUT_ESTIMATES = ("hard", "soft")
 # How a run on several processes (settings.PRM_TRAIN_PROCESSES) spreads the model: a whole
 # copy per process (DDP), or sharded across them (FSDP), for backbones one device cannot hold.
@@ -50,7 +51,8 @@ class TrainingParams(Params):
     label_source: str = param(
         "human",
         label="Label source",
-        help="Human ratings, rollout labels (Math-Shepherd estimates), or both.",
+        help="Human ratings, rollout labels (Math-Shepherd estimates), or both; or labels "
+        "imported from public datasets (ProcessBench, PRMBench, TRL files).",
         choices=LABEL_SOURCES,
     )
     rollout_estimate: str = param(
@@ -78,11 +80,27 @@ class TrainingParams(Params):
     # The loop.
     epochs: int = param(3, label="Epochs", low=1, high=1000)
     learning_rate: float = param(3e-4, label="Learning rate", low=0, high=1, low_open=True)
-    batch_size: int = param(16, label="Batch size", low=1, high=4096)
+    batch_size: int = param(
+        16,
+        label="Batch size",
+        help="Examples per optimizer step; they are fed in micro-batches of at most the token "
+        "budget, and the loss is their mean whatever the micro-batching.",
+        low=1,
+        high=4096,
+    )
+    max_tokens_per_micro_batch: int = param(
+        4096,
+        label="Tokens per micro-batch",
+        help="Token budget of one forward and backward pass (padding included on the CPU): "
+        "what the activations' memory grows with. An example longer than it goes alone.",
+        low=64,
+        high=2**20,
+    )
     grad_accum: int = param(
         1,
         label="Gradient accumulation",
-        help="Micro-batches per optimizer step.",
+        help="Optimizer steps take batch_size times this many examples (kept for runs recorded "
+        "before the token budget decided the micro-batches).",
         low=1,
         high=1024,
         form=False,
@@ -119,10 +137,44 @@ class TrainingParams(Params):
         form=False,
     )
     gradient_checkpointing: bool = param(
-        False,
+        True,
         label="Gradient checkpointing",
-        help="Recompute the backbone's activations in the backward pass: less memory for "
-        "about a third more compute.",
+        help="Recompute the backbone's activations in the backward pass: a fraction of the "
+        "memory for about a third more compute.",
+        form=False,
+    )
+    lora_rank: int = param(
+        0,
+        label="LoRA rank",
+        help="Train low-rank adapters of this rank (peft) and the head instead of every weight, "
+        "for small label sets and small machines; 0 trains every weight.",
+        low=0,
+        high=1024,
+    )
+    train_top_layers: int = param(
+        0,
+        label="Train top layers",
+        help="Train only the top N decoder layers and the head (the rest frozen); 0 trains all.",
+        low=0,
+        high=1024,
+        form=False,
+    )
+    early_stopping_patience: int = param(
+        0,
+        label="Early-stopping patience",
+        help="Hold out a validation share of the training problems and stop after this many "
+        "epochs without a better validation loss, keeping the best epoch's weights; 0 is off.",
+        low=0,
+        high=1000,
+    )
+    validation_fraction: float = param(
+        0.1,
+        label="Validation share",
+        help="Share of the training problems held out for early stopping (with a patience).",
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
         form=False,
     )
     warm_start: bool = param(
@@ -160,6 +212,10 @@ class TrainingParams(Params):
         low, high = self.generation_min, self.generation_max
         if low is not None and high is not None and low > high:
             raise refused(InvalidParams, None, "generation_min is above generation_max.")
+        if self.lora_rank and self.train_top_layers:
+            raise refused(
+                InvalidParams, "lora_rank", "Choose LoRA or training the top layers, not both."
+            )
 
     @classmethod
     def requested(cls, values: "dict[str, Any] | TrainingParams | None") -> "TrainingParams":

@@ -223,6 +223,9 @@ class RunRecorder:
             self.fields["epoch"] = event.get("epoch", self.fields.get("epoch", 0))
             self.flush()
             return
+        for key in ("peak_rss_bytes", "peak_cuda_bytes"):
+            if event.get(key) is not None:
+                self.fields[key] = event[key]
         if "step" in event:
             self.fields.update(
                 step=event["step"],
@@ -308,9 +311,10 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
 
 
 def _error_message(exc: Exception) -> str:
+    from trainer.training.ml.memory import MemoryRefused
     from trainer.training.ml.prm import CheckpointNotWritten
 
-    if isinstance(exc, DomainError | CheckpointNotWritten):
+    if isinstance(exc, DomainError | CheckpointNotWritten | MemoryRefused):
         return str(exc)
     if isinstance(exc, SoftTimeLimitExceeded):
         return (
@@ -346,6 +350,7 @@ def _train(run: TrainingRun, recorder: RunRecorder):
             "human": "no submitted labeling session",
             "rollout": "no rollout label",
             "both": "neither a submitted labeling session nor a rollout label",
+            "imported": "no imported label (manage.py import_labels)",
         }[params.label_source]
         raise NoTrainingData(f"No labeled examples: {wanted} matches this run's data filters.")
     train, held_out = dataset.split_by_problem(
@@ -373,6 +378,7 @@ def _train(run: TrainingRun, recorder: RunRecorder):
     else:
         train_on = partial(train_in_process_group, processes=processes, start_from=start_from)
     return train_on(
+        memory_limit=_memory_limit(),
         train=train,
         eval=held_out,
         params=params,
@@ -382,6 +388,12 @@ def _train(run: TrainingRun, recorder: RunRecorder):
         should_stop=recorder.should_stop,
         best_of_n_problems=dataset.best_of_n_problems(held_out),
     )
+
+
+def _memory_limit() -> int | None:
+    """PRM_TRAIN_MEMORY_GB in bytes; None lets the loop take what is available when it starts."""
+    gb = settings.PRM_TRAIN_MEMORY_GB
+    return int(gb * 1024**3) if gb else None
 
 
 def _warm_start(*, params: TrainingParams, base_model: str | None, recorder) -> str | None:

@@ -13,7 +13,7 @@ reached the answer; a human label's 1.0 or 0.0), so one file holds one type per 
 """
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import TextIO
 
 from trainer.training import dataset
@@ -24,9 +24,15 @@ def _soft(params: TrainingParams) -> bool:
     return params.label_source != "human" and params.rollout_estimate == "soft"
 
 
-def stepwise_rows(*, params: TrainingParams) -> Iterator[dict]:
+def stepwise_rows(
+    *, params: TrainingParams, solution_ids: Collection[int] | None = None
+) -> Iterator[dict]:
+    """The rows; `solution_ids` keeps only the examples of those solutions (the data pages'
+    filters), all of them when None."""
     soft = _soft(params)
     for example in dataset.build_training_examples(params=params):
+        if solution_ids is not None and example.solution_id not in solution_ids:
+            continue
         good = [r == 1 or (r == 0 and params.neutral_as_positive) for r in example.labels]
         shares = example.targets or [float(g) for g in good]
         yield {
@@ -36,10 +42,16 @@ def stepwise_rows(*, params: TrainingParams) -> Iterator[dict]:
         }
 
 
-def write_stepwise(*, out: TextIO, params: TrainingParams) -> int:
+def stepwise_line(row: dict) -> str:
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def write_stepwise(
+    *, out: TextIO, params: TrainingParams, solution_ids: Collection[int] | None = None
+) -> int:
     """Write the rows as JSON Lines; returns how many."""
     count = 0
-    for row in stepwise_rows(params=params):
-        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    for row in stepwise_rows(params=params, solution_ids=solution_ids):
+        out.write(stepwise_line(row))
         count += 1
     return count

@@ -4,7 +4,10 @@ from labeling.tasks import regrade_solutions_task
 
 
 class Command(BaseCommand):
-    help = "Grade every solution's final answer again (after a grader or ground-truth change)."
+    help = (
+        "Grade every solution's final answer again (after a grader, ground-truth or answer "
+        "change); answers missing from solutions are read again from their steps."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -16,5 +19,9 @@ class Command(BaseCommand):
             regrade_solutions_task.delay()
             self.stdout.write("queued")
             return
-        changed = regrade_solutions_task()
-        self.stdout.write(f"{changed} solutions changed verdict")
+        done = regrade_solutions_task()
+        self.stdout.write(
+            f"{done['changed']} solutions changed verdict; {done['answers_read']} answers read "
+            f"from steps; now {done['correct']} correct, {done['wrong']} wrong, "
+            f"{done['ungraded']} ungraded (no readable answer or no ground truth)"
+        )

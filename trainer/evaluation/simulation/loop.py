@@ -212,7 +212,7 @@ def retrain(*, researcher, config: SimulationConfig) -> ModelVersion:
     version = run.model_version
     if not version.is_active:
         # The loop always selects with the newest model, as the paper's did.
-        version = model_versions.activate_model_version(model_version_id=version.pk)
+        version = model_versions.activate_model_version(model_version_id=version.pk, confirm=True)
     return version
 
 

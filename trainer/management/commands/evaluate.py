@@ -72,9 +72,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if not estimates:
             raise CommandError(f"none of the methods {', '.join(methods)} is in the file")
-        problems = estimates[0].problems
+        problems, ungraded = estimates[0].problems, estimates[0].ungraded
+        left_out = f" ({ungraded} ungraded left out)" if ungraded else ""
         self.stdout.write(
-            f"{len(samples)} samples of {problems} problems, {options['trials']} trials, "
-            f"seed {options['seed']}; accuracy in % (mean ± std over trials)"
+            f"{len(samples) - ungraded} samples{left_out} of {problems} problems, "
+            f"{options['trials']} trials, seed {options['seed']}; "
+            "accuracy in % (mean ± std over trials)"
         )
         self.stdout.write(evaluate.format_table(estimates))

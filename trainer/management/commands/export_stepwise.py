@@ -4,19 +4,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
 from core.params import add_arguments, given_options
+from labeling.filters import DataFilters
+from trainer.stepwise_download import EXAMPLE_PARAMS, solution_ids
 from trainer.training.params import TrainingParams
 from trainer.training.stepwise_export import write_stepwise
-
-DATA_FILTERS = (
-    "include_quality_control",
-    "include_screening",
-    "generation_min",
-    "generation_max",
-    "label_source",
-    "rollout_estimate",
-    "rollout_run",
-    "neutral_as_positive",
-)
 
 
 class Command(BaseCommand):
@@ -31,12 +22,14 @@ class Command(BaseCommand):
         add_arguments(
             parser,
             TrainingParams,
-            only=DATA_FILTERS,
+            only=EXAMPLE_PARAMS,
             aliases={
                 "include_quality_control": ("--quality-control",),
                 "include_screening": ("--screening",),
             },
         )
+        # The data pages' filters (subject, level, source, graded, PRM score...), as in their URLs.
+        add_arguments(parser, DataFilters, aliases={"q": ("--search",)})
         parser.add_argument(
             "--neutral-as-negative",
             dest="neutral_as_positive",
@@ -49,11 +42,12 @@ class Command(BaseCommand):
         given = given_options(TrainingParams, options)
         try:
             params = TrainingParams.from_dict(given)
+            kept = solution_ids(data=DataFilters.from_dict(given_options(DataFilters, options)))
             if options["out"] == "-":
-                count = write_stepwise(out=self.stdout, params=params)
+                count = write_stepwise(out=self.stdout, params=params, solution_ids=kept)
             else:
                 with open(options["out"], "w", encoding="utf-8") as out:
-                    count = write_stepwise(out=out, params=params)
+                    count = write_stepwise(out=out, params=params, solution_ids=kept)
         except DomainError as exc:
             raise CommandError(str(exc)) from exc
         sys.stderr.write(f"{count} examples written.\n")

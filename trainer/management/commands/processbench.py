@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from core.errors import DomainError
-from trainer.evaluation import processbench
+from trainer.evaluation import figures, processbench
 from trainer.models import ModelVersion
 
 
@@ -60,10 +60,19 @@ class Command(BaseCommand):
                 [items[i] for i in dev], [scores[i] for i in dev]
             )
             how = f"chosen on {len(dev)} development items"
-        result = processbench.evaluate([items[i] for i in test], [scores[i] for i in test], chosen)
+        test_items, test_scores = [items[i] for i in test], [scores[i] for i in test]
+        result = processbench.evaluate(test_items, test_scores, chosen)
         self.stdout.write(
             f"Threshold {chosen:.2f} ({how}), on {len(test)} items:\n"
             + processbench.HEADER
             + "\n"
             + processbench.format_result(result)
         )
+        # How uncertain the figure is, and what a model that learned nothing would score.
+        reported = figures.evaluate(
+            [figures.EvalItem(i.problem, i.steps, i.label) for i in test_items],
+            test_scores,
+            threshold=chosen,
+            threshold_rule=how,
+        )
+        self.stdout.write("\n".join(figures.lines(reported)))

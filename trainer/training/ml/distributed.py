@@ -99,8 +99,11 @@ def train_in_process_group(
     should_stop: Callable[[], bool] | None = None,
     best_of_n_problems: Sequence[BestOfNProblem] = (),
     start_from: str | None = None,
+    memory_limit: int | None = None,
 ) -> TrainResult:
     """`trainer.training.ml.train.train_prm` on `processes` ranks; the same arguments and result.
+    The ranks do not estimate their memory (`memory_limit` is not checked): each holds its own
+    share, which the one-process estimate does not describe.
     `start_from`: a PRM checkpoint every rank loads and trains on from (a warm start).
 
     Raises TrainingCancelled when `should_stop` said stop, ProcessGroupFailed when a rank

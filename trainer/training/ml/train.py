@@ -2,9 +2,13 @@
 
 No library trainer supports PRMs any more (TRL and OpenRLHF removed theirs), so the loop is
 ours, on torch + transformers schedules + accelerate (device placement, bf16 autocast, and
-multi-GPU when started with `accelerate launch`). On CUDA each micro-batch is packed into one
-padding-free row (position ids restart per example, a block-diagonal mask keeps examples
-apart); on CPU it is a padded fp32 batch.
+multi-GPU when started with `accelerate launch`). An optimizer step takes `batch_size` examples
+(times the legacy `grad_accum`), cut into micro-batches of at most `max_tokens_per_micro_batch`
+tokens: what activations' memory grows with. Each micro-batch is one padding-free packed row
+(position ids restart per example) under `trainer.training.ml.attention.VARLEN`, so attention is
+torch's fused causal kernel per example and keeps no tokens² matrix, on the CPU as on CUDA. Each
+micro-batch's mean loss is weighted by its share of the step's labelled tags (of their weight),
+so the step's gradient is that of one batch of all its examples, however it was cut.
 
 Examples may carry soft targets (rollout labels' soft estimate) and a weight (rollout examples
 beside human ones): then the loss is `trainer.training.ml.prm.soft_loss`, a weighted mean
@@ -15,9 +19,9 @@ The loop reads no database: it trains on the examples it is given and scores the
 problems it is given (`trainer.training.dataset` builds both), so it runs the same in a worker, a
 bench, the simulation or a rank of a process group (`trainer.training.ml.distributed`).
 
-In a process group every rank holds all the examples and takes its share of each global
-micro-batch (`params.batch_size` examples across all ranks). Each rank's loss is scaled by its
-share of the global number of labelled step tags (of the global weight, for weighted or soft
+In a process group every rank holds all the examples and takes its share of each optimizer
+step's examples, in its own micro-batches (as many on every rank). Each rank's loss is scaled by
+its share of the global number of labelled step tags (of the global weight, for weighted or soft
 examples), times the world size, so that the gradient DDP (or FSDP) averages is exactly the
 one-process gradient; the global count is known on every rank, since every rank has the data.
 Stop and time-limit decisions are agreed by all ranks at each step; held-out metrics and the
@@ -38,6 +42,15 @@ from typing import TYPE_CHECKING
 import torch
 
 from trainer.training import metrics as m
+from trainer.training.ml import tuning
+from trainer.training.ml.attention import VARLEN, register
+from trainer.training.ml.memory import (
+    available_bytes,
+    check_fits,
+    estimate_peak,
+    gib,
+    peak_memory,
+)
 from trainer.training.ml.prm import (
     IGNORE,
     NOT_SOFT,
@@ -46,7 +59,6 @@ from trainer.training.ml.prm import (
     PRMSettings,
     configure_threads,
     pack,
-    pad,
     solution_score,
 )
 from trainer.training.params import TrainingParams
@@ -64,6 +76,7 @@ class TrainResult:
     checkpoint_dir: Path
     epochs: list[dict] = field(default_factory=list)  # {"epoch": n, **metrics} per epoch
     final_metrics: dict = field(default_factory=dict)
+    peak_memory: dict = field(default_factory=dict)  # memory.peak_memory() at the end
 
 
 class TrainingCancelled(Exception):
@@ -81,6 +94,7 @@ def train_prm(
     should_stop: Callable[[], bool] | None = None,
     best_of_n_problems: Sequence[BestOfNProblem] = (),
     prm: PRM | None = None,
+    memory_limit: int | None = None,
 ) -> TrainResult:
     """Train a PRM on `train`, evaluate on `eval` each epoch, write it to `out_dir`.
 
@@ -96,6 +110,10 @@ def train_prm(
     the same one, or a checkpoint to train on from (a warm start); without it the loop builds it.
     In a process group (started by `trainer.training.ml.distributed`) every rank calls this with
     the same arguments; rank 0's result holds the metrics.
+
+    Before the first step a single process estimates its peak memory
+    (`trainer.training.ml.memory`) and refuses with MemoryRefused when it is above
+    `memory_limit` bytes (default: the memory available now; on CUDA, the GPU's free memory).
     """
     from accelerate import Accelerator
 
@@ -112,6 +130,8 @@ def train_prm(
     torch.manual_seed(params.seed)
 
     cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if cuda else "no")
     world, rank = accelerator.num_processes, accelerator.process_index
     sharded = world > 1 and params.distributed == "fsdp"
@@ -123,6 +143,10 @@ def train_prm(
         prm.settings = PRMSettings(
             neutral_as_positive=params.neutral_as_positive, aggregation=params.aggregation
         )
+    validation: list[Example] = []
+    if params.early_stopping_patience:
+        train, validation = tuning.validation_split(train, params)
+        emit({"log": f"Early stopping on {len(validation)} validation examples."})
     encoded = prm.encode_many(
         [e.problem for e in train], [e.steps for e in train], [e.labels for e in train]
     )
@@ -134,31 +158,38 @@ def train_prm(
         sum(label != IGNORE for label in row.labels) * (e.weight if weighted else 1.0)
         for row, e in zip(encoded, train, strict=True)
     ]
-    batch_size = max(1, params.batch_size)
-    grad_accum = max(1, params.grad_accum)
-    updates_per_epoch = math.ceil(math.ceil(len(encoded) / batch_size) / grad_accum)
+    lengths = [len(row.input_ids) for row in encoded]
+    # Examples per optimizer step; how they are cut into micro-batches is the token budget's.
+    step_size = max(1, params.batch_size) * max(1, params.grad_accum)
+    budget = params.max_tokens_per_micro_batch
+    updates_per_epoch = math.ceil(len(encoded) / step_size)
     total_steps = params.epochs * updates_per_epoch
 
+    lora = tuning.parameter_efficient(prm, params, emit)
     if params.gradient_checkpointing:
-        backbone = prm.module.backbone
-        # transformers 5 renamed it; both default to the non-reentrant variant here, since the
-        # reentrant one breaks DDP's per-parameter gradient hooks.
-        enable = getattr(backbone, "activation_checkpointing_enable", None)
-        if enable is not None:
-            enable({"use_reentrant": False})
-        else:
-            backbone.gradient_checkpointing_enable({"use_reentrant": False})
+        tuning.checkpoint(prm.module.backbone)
+    # Packed rows under varlen attention: each example attends to itself through torch's
+    # fused causal sdpa (or CUDA's varlen kernel), so no tokens² matrix is kept and no token is
+    # padding.
+    tuning.set_attention(prm.module.backbone, register())
+    if world == 1:
+        estimate = estimate_peak(
+            module=prm.module,
+            tokens=max(max(lengths), min(budget, sum(sorted(lengths)[-step_size:]))),
+            checkpointing=params.gradient_checkpointing,
+        )
+        limit = memory_limit or (torch.cuda.mem_get_info()[0] if cuda else available_bytes())
+        emit({"log": f"Estimated peak memory {estimate.describe()}; {gib(limit)} may be used."})
+        check_fits(estimate, limit=limit, tokens=budget, lora=bool(lora))
     if sharded:
         _shard(prm.module)
-    optimizer = torch.optim.AdamW(
-        prm.module.parameters(), lr=params.learning_rate, weight_decay=WEIGHT_DECAY
-    )
+    trainable = [p for p in prm.module.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=params.learning_rate, weight_decay=WEIGHT_DECAY)
     scheduler = _scheduler(params, optimizer, total_steps)
     if sharded:
         model = prm.module  # fully_shard wrapped it in place
     else:
         model, optimizer = accelerator.prepare(prm.module, optimizer)
-    attn = prm.module.backbone.config._attn_implementation
     where = (
         f"{world} processes ({params.distributed}, {accelerator.device.type})"
         if world > 1
@@ -167,54 +198,55 @@ def train_prm(
     emit(
         {
             "log": f"{len(train)} training examples, {len(eval)} held out; "
-            f"{total_steps} optimizer steps on {where}"
-            f"{' (bf16, packed)' if cuda else ' (fp32, padded)'}."
+            f"{total_steps} optimizer steps of {step_size} examples in micro-batches of at most "
+            f"{budget} tokens on {where}{' (bf16)' if cuda else ' (fp32)'}."
         }
     )
 
     # Held-out metrics are measured against human labels when there are some: they are what
     # a rollout-trained PRM is meant to approach.
     held_out = [e for e in eval if e.source == "human"] or list(eval)
+    eval_batch = max(1, min(EVAL_BATCH_SIZE, 4 * budget // max(lengths)))
     epochs: list[dict] = []
     step = 0
     out_of_time = False
+    best: tuple[float, int, dict] | None = None  # validation loss, epoch, weights
     for epoch in range(1, params.epochs + 1):
         model.train()
         order = list(range(len(encoded)))
         random.Random(params.seed * 1_000_003 + epoch).shuffle(order)
-        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
         losses: list[float] = []
-        for group_start in range(0, len(batches), grad_accum):
-            group = batches[group_start : group_start + grad_accum]
+        for group_start in range(0, len(order), step_size):
+            group = order[group_start : group_start + step_size]
+            total = sum(norms[i] for i in group)
+            plans = [tuning.micro_batches(group[r::world], lengths, budget) for r in range(world)]
+            # Every rank runs as many passes (FSDP's collectives pair them up); a rank with
+            # fewer repeats a pass at weight 0.
+            passes = max(len(plan) for plan in plans)
+            mine = plans[rank] + [[]] * (passes - len(plans[rank]))
             group_loss = 0.0
-            for index, batch in enumerate(group):
-                share = batch[rank::world]
-                # A rank left without examples (the last, short batch) still runs a forward
-                # and backward, which DDP's gradient all-reduce waits for, at weight 0.
-                rows = [encoded[i] for i in share or batch[:1]]
-                inputs = _packed(rows, attn) if cuda else _padded(rows, prm.pad_id)
+            for index, micro in enumerate(mine):
+                rows_of = micro or group[:1]
+                rows = [encoded[i] for i in rows_of]
+                inputs = _packed(rows, VARLEN)
                 if weighted:
-                    inputs.update(
-                        _extra_inputs([extras[i] for i in share or batch[:1]], packed=cuda)
-                    )
+                    inputs.update(_extra_inputs([extras[i] for i in rows_of], packed=True))
                 inputs = {k: v.to(accelerator.device) for k, v in inputs.items() if v is not None}
                 with accelerator.autocast():
                     loss, _ = model(**inputs)
-                if world > 1:
-                    # This rank's mean, rescaled to its share of the global mean, times the
-                    # world size that DDP's averaging divides by.
-                    total = sum(norms[i] for i in batch)
-                    loss = loss * (sum(norms[i] for i in share) * world / total if total else 0.0)
-                last = index == len(group) - 1
-                sync = last or sharded or world == 1
+                # The micro-batch's mean, rescaled to its share of the step's mean over all
+                # its examples, times the world size that DDP's averaging divides by.
+                share = sum(norms[i] for i in micro) / total if total else 0.0
+                loss = torch.nan_to_num(loss) * share
+                sync = index == len(mine) - 1 or sharded or world == 1
                 with contextlib.nullcontext() if sync else accelerator.no_sync(model):
-                    accelerator.backward(loss / len(group))
-                group_loss += loss.item() / len(group)
+                    accelerator.backward(loss * world)
+                group_loss += loss.item()
             if params.max_grad_norm and params.max_grad_norm > 0:
                 if sharded:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), params.max_grad_norm)
+                    torch.nn.utils.clip_grad_norm_(trainable, params.max_grad_norm)
                 else:
-                    accelerator.clip_grad_norm_(model.parameters(), params.max_grad_norm)
+                    accelerator.clip_grad_norm_(trainable, params.max_grad_norm)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
@@ -222,7 +254,9 @@ def train_prm(
             timed_out = (
                 params.max_seconds is not None and time.monotonic() - started > params.max_seconds
             )
-            group_loss, stopping, timed_out = _agree(accelerator, group_loss, stop(), timed_out)
+            group_loss, stopping, timed_out = _agree(
+                accelerator, group_loss * world, stop(), timed_out
+            )
             losses.append(group_loss)
             emit(
                 {
@@ -231,6 +265,7 @@ def train_prm(
                     "total_steps": total_steps,
                     "loss": group_loss,
                     "lr": scheduler.get_last_lr()[0],
+                    **peak_memory(),
                 }
             )
             if stopping:
@@ -241,11 +276,16 @@ def train_prm(
 
         # Rank 0 measures while the others wait; sharded, every rank takes part in the
         # forwards (each holds a shard of the weights) and rank 0 keeps the numbers.
+        measures = rank == 0 or sharded
         metrics = (
-            evaluate(prm, held_out, best_of_n_problems=best_of_n_problems)
-            if rank == 0 or sharded
+            evaluate(prm, held_out, best_of_n_problems=best_of_n_problems, batch_size=eval_batch)
+            if measures
             else {}
         )
+        if validation and measures:
+            metrics["validation_loss"] = evaluate(prm, validation, batch_size=eval_batch)[
+                "eval_loss"
+            ]
         accelerator.wait_for_everyone()
         metrics["train_loss"] = sum(losses) / len(losses) if losses else None
         epochs.append({"epoch": epoch, **metrics})
@@ -256,15 +296,54 @@ def train_prm(
             break
         if _agree(accelerator, 0.0, stop(), False)[1]:
             raise TrainingCancelled(f"Cancelled after epoch {epoch}.")
+        if validation:
+            best, patience_over = _early_stopping(
+                best, epoch, metrics.get("validation_loss"), prm, params, accelerator
+            )
+            if patience_over:
+                emit(
+                    {
+                        "log": f"Early stop after epoch {epoch}: no better validation loss for "
+                        f"{params.early_stopping_patience} epoch(s); keeping epoch {best[1]}."
+                    }
+                )
+                break
+    if best is not None and best[1] != epochs[-1]["epoch"]:
+        # The best epoch's weights, and its metrics as the run's final ones.
+        prm.module.load_state_dict(best[2], strict=False)
+        final = next(e for e in epochs if e["epoch"] == best[1])
+    else:
+        final = epochs[-1]
 
+    if lora:
+        prm.module.backbone = prm.module.backbone.merge_and_unload()
+    tuning.set_attention(prm.module.backbone, "sdpa")
     if sharded:
         _save_sharded(prm, out_dir, rank=rank)
     elif rank == 0:
-        prm.module = accelerator.unwrap_model(model)
+        if not lora:
+            prm.module = accelerator.unwrap_model(model)
         prm.save(out_dir)
     accelerator.wait_for_everyone()
-    emit({"log": f"Saved to {out_dir} after {time.monotonic() - started:.1f} s."})
-    return TrainResult(checkpoint_dir=out_dir, epochs=epochs, final_metrics=dict(epochs[-1]))
+    emit({"log": f"Saved to {out_dir} after {time.monotonic() - started:.1f} s.", **peak_memory()})
+    return TrainResult(
+        checkpoint_dir=out_dir, epochs=epochs, final_metrics=dict(final), peak_memory=peak_memory()
+    )
+
+
+def _early_stopping(best, epoch: int, loss: float | None, prm: PRM, params, accelerator):
+    """(best so far, whether patience ran out): the best epoch's trainable weights are kept."""
+    loss = (
+        _agree(accelerator, loss or 0.0, False, False)[0] if accelerator.num_processes > 1 else loss
+    )
+    if loss is not None and (best is None or loss < best[0]):
+        weights = {
+            name: value.detach().cpu().clone()
+            for name, value in prm.module.state_dict().items()
+            if tuning.trainable_name(prm.module, name)
+        }
+        return (loss, epoch, weights), False
+    return best, best is not None and epoch - best[1] >= params.early_stopping_patience
 
 
 def build_prm(*, params: TrainingParams, base_model: str | None, examples: Sequence[Example]):
@@ -337,14 +416,6 @@ def _scheduler(params: TrainingParams, optimizer, total_steps: int):
         else get_linear_schedule_with_warmup
     )
     return make(optimizer, num_warmup_steps=warmup, num_training_steps=max(1, total_steps))
-
-
-def _padded(rows, pad_id: int) -> dict:
-    # Right padding under causal attention: no real token sees a pad and the loss reads only
-    # step tags, so no attention mask is needed (and sdpa keeps its fused causal kernel).
-    input_ids, _ = pad([r.input_ids for r in rows], pad_id)
-    labels, _ = pad([r.labels for r in rows], pad_id, fill=IGNORE)
-    return {"input_ids": input_ids, "labels": labels}
 
 
 def _extras(row, example: Example) -> tuple[list[float], list[float]]:

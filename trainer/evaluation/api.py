@@ -1,0 +1,45 @@
+"""The REST API of evaluation sets: list them and register one (a ProcessBench file in one
+step, or problems held out from training)."""
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.viewsets import ReadOnlyModelViewSet
+
+from core.permissions import IsResearcher
+from trainer.evaluation import serializers as s
+from trainer.evaluation import sets, uploads
+from trainer.evaluation.models import EvaluationSet
+
+
+class EvaluationSetViewSet(ReadOnlyModelViewSet):
+    """Evaluation sets: every model version a run records is evaluated on each."""
+
+    serializer_class = s.EvaluationSetSerializer
+    permission_classes = [IsResearcher]
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+
+    def get_queryset(self) -> QuerySet[EvaluationSet]:
+        return sets.evaluation_sets()
+
+    @extend_schema(
+        request=s.EvaluationSetRequestSerializer, responses={201: s.EvaluationSetSerializer}
+    )
+    def create(self, request: Request) -> Response:
+        body = s.EvaluationSetRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if data.get("file"):
+            found = uploads.register_uploaded_processbench(
+                name=data["name"], upload=data["file"], user=request.user
+            )
+        else:
+            found = sets.register_held_out_set(
+                name=data["name"], problem_ids=data["problems"], user=request.user
+            )
+        if data["decides_promotion"]:
+            found = sets.choose_for_promotion(evaluation_set_id=found.pk)
+        return Response(s.EvaluationSetSerializer(found).data, status=status.HTTP_201_CREATED)
