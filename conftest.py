@@ -138,6 +138,9 @@ def browser(chromium_path):
     # Playwright's sync API keeps an event loop on this thread; the ORM calls the tests make
     # are still plain synchronous ones.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    # A page that waits on the server (a redirect after a submit, a swap) gets 15 s, not
+    # Playwright's 5: the suite's own worker and model runs share CI's two cores with it.
+    sync_api.expect.set_options(timeout=15_000)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=chromium_path,

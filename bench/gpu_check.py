@@ -220,6 +220,12 @@ def device_like_python(root: Path, log) -> str:
     return str(venv / "bin" / "python")
 
 
+# The GPU machine has no database server, broker or cache: every step runs on the embedded
+# stack (SQLite, the filesystem broker, the local-memory cache) whatever the shell that
+# started it points at, so a dry run under CI's PostgreSQL and Redis proves the same thing.
+HOST_ONLY = frozenset({"CI", "OUT", "DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"})
+
+
 def describe_device(python: str, env: dict, log) -> str:
     probe = (
         "import torch, transformers, sys; "
@@ -377,7 +383,7 @@ def main() -> int:
         install_wheels(site, dry=args.dry, log=log)
         gguf = join_weights(site, log)
         python = device_like_python(work, log) if args.dry else sys.executable
-        env = {k: v for k, v in os.environ.items() if k not in {"CI", "DATABASE_URL", "OUT"}}
+        env = {k: v for k, v in os.environ.items() if k not in HOST_ONLY}
         env |= {
             "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
             "PYTHONUNBUFFERED": "1",

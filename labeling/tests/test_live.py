@@ -11,6 +11,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from generators import GeneratorSpec, SamplingSettings
+from generators.prompts import step_answer
 from labeling.models import Generation, LabelingSession, Problem, Solution, StepLabel, StepRating
 from labeling.services import live
 from labeling.services.workbench import LabelingRefused, next_session
@@ -393,25 +394,32 @@ def test_live_labeling_with_the_real_generator(
     recorded = StepLabel.objects.get(session=session, index=0).extra["live"]
     assert recorded["generator"] == generator_spec.to_dict()
     assert generation.params["live"]["sampling"]["max_tokens"] == 64
+    # Continue from a proposal that is not already the answer step (for 2 + 2 SmolLM2 may
+    # answer at once); when every one is, the labeler writes the first step instead.
+    chosen = next((c for c, text in enumerate(first) if not step_answer(text)), None)
     for c in range(len(first)):
         live.rate_proposal(
             session_id=session.pk,
             labeler=labeler,
             step_index=0,
             completion_index=c,
-            rating=c and -1,
+            rating=1 if c == chosen else -1,
         )
     with django_capture_on_commit_callbacks(execute=True):
-        live.choose_proposal(
-            session_id=session.pk, labeler=labeler, step_index=0, completion_index=0
-        )
-        live.choose_proposal(
-            session_id=session.pk, labeler=labeler, step_index=0, completion_index=0
-        )
+        for _ in range(2):  # the same choice twice is stored once
+            if chosen is None:
+                live.write_step(
+                    session_id=session.pk, labeler=labeler, step_index=0, text="$2 + 2 = 4$."
+                )
+            else:
+                live.choose_proposal(
+                    session_id=session.pk, labeler=labeler, step_index=0, completion_index=chosen
+                )
+    step_one = "$2 + 2 = 4$." if chosen is None else first[chosen]
     second = step_texts(session, 1)
     assert second, StepLabel.objects.get(session=session, index=1).extra["live"]
     # No proposal repeats the step chosen before it (SmolLM2 often does; those are redrawn).
-    assert first[0] not in second
+    assert step_one not in second
     for c in range(len(second)):
         live.rate_proposal(
             session_id=session.pk, labeler=labeler, step_index=1, completion_index=c, rating=-1
@@ -423,7 +431,7 @@ def test_live_labeling_with_the_real_generator(
     assert Solution.objects.get(pk=session.solution_id).is_correct
     [line] = export_lines()
     assert shape(line) == shape(PHASE1_LINE)
-    assert [s["chosen_completion"] for s in line["label"]["steps"]] == [0, None]
+    assert [s["chosen_completion"] for s in line["label"]["steps"]] == [chosen, None]
     # The export re-imports, and exports again to the same line.
     LabelingSession.objects.all().delete()
     Solution.objects.all().delete()

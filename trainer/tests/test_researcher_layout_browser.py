@@ -77,4 +77,4 @@ def test_no_researcher_page_scrolls_sideways_at_390_px(
     nav = page.get_by_role("navigation", name="Main")
     for group in ("Labeling", "Data", "Models", "Account"):
         assert nav.get_by_role("group", name=group).count() == 1, group
-    assert nav.get_by_role("group", name="Models").get_by_role("link").count() == 5
+    assert nav.get_by_role("group", name="Models").get_by_role("link").count() == 6
