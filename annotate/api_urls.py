@@ -37,12 +37,18 @@ urlpatterns = [
         name="api-human-completion",
     ),
     path("labels/export/", labeling_api.ExportView.as_view(), name="api-export"),
+    path(
+        "quality/first-error/",
+        labeling_api.FirstErrorAgreementView.as_view(),
+        name="api-first-error-agreement",
+    ),
     path("score/", trainer_api.ScoreView.as_view(), name="api-score"),
     path("tokens/", labeling_api.TokenListView.as_view(), name="api-tokens"),
     path(
         "tokens/<str:token_key>/", labeling_api.TokenDetailView.as_view(), name="api-token-detail"
     ),
     path("", include("trainer.sampling.api_urls")),
+    path("", include("trainer.judging.api_urls")),
     path("", include("trainer.evaluation.api_urls")),
     path("", include("labeling.live_api_urls")),
     path("", include(router.urls)),

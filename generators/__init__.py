@@ -18,6 +18,7 @@ from generators.base import (
     GeneratorUnavailable,
     InvalidGenerator,
     SamplingSettings,
+    Usage,
 )
 from generators.prompts import (
     ParsedSolution,
@@ -40,9 +41,11 @@ __all__ = [
     "GeneratorSpec",
     "GeneratorUnavailable",
     "InvalidGenerator",
+    "Metered",
     "PROPOSAL_SETTINGS",
     "ParsedSolution",
     "SamplingSettings",
+    "Usage",
     "open_generator",
     "parse_solution",
     "propose_next_steps",
@@ -63,6 +66,32 @@ def open_generator(spec: GeneratorSpec) -> Generator:
 
         return LocalGenerator(spec)
     raise InvalidGenerator(f"backend must be one of {', '.join(BACKENDS)}.")
+
+
+class Metered:
+    """A generator with what is asked of it counted in `usage`: one call per request, and the
+    completion tokens its backend reports (a generator that keeps no `usage` of its own reports
+    none: its calls are counted, their tokens unreported)."""
+
+    def __init__(self, generator: Generator) -> None:
+        self.generator = generator
+        self.spec = generator.spec
+        self.usage = Usage()
+
+    def generate(
+        self, *, requests: list[GenerationRequest], settings: SamplingSettings
+    ) -> list[str]:
+        inner = getattr(self.generator, "usage", None)
+        before = inner.copy() if isinstance(inner, Usage) else None
+        texts = self.generator.generate(requests=requests, settings=settings)
+        if before is None:
+            self.usage += Usage(calls=len(requests), unreported=len(requests))
+        else:
+            self.usage += inner.since(before)
+        return texts
+
+    def close(self) -> None:
+        self.generator.close()
 
 
 def _requests(messages, *, n: int, settings: SamplingSettings, seed_offset: int, max_tokens=None):

@@ -192,8 +192,48 @@ class GenerationRequest:
     stop: tuple[str, ...] = field(default=())
 
 
+@dataclass
+class Usage:
+    """What generation has cost: `calls` (one per request, i.e. one chat completion drawn),
+    the `completion_tokens` the backend reported for them, and `unreported`, the calls whose
+    tokens it did not report (a server that sends no `usage`), so a total is never silently
+    short."""
+
+    calls: int = 0
+    completion_tokens: int = 0
+    unreported: int = 0
+
+    def add(self, *, tokens: int | None) -> None:
+        """One call more, with its completion tokens (None: not reported)."""
+        self.calls += 1
+        if tokens is None:
+            self.unreported += 1
+        else:
+            self.completion_tokens += tokens
+
+    def copy(self) -> "Usage":
+        return replace(self)
+
+    def since(self, before: "Usage") -> "Usage":
+        """What was spent after `before` (a copy taken then)."""
+        return Usage(
+            calls=self.calls - before.calls,
+            completion_tokens=self.completion_tokens - before.completion_tokens,
+            unreported=self.unreported - before.unreported,
+        )
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            calls=self.calls + other.calls,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            unreported=self.unreported + other.unreported,
+        )
+
+
 class Generator(Protocol):
     spec: GeneratorSpec
+    # What it has spent since it was opened (both backends keep it; `Metered` reads it).
+    usage: Usage
 
     def generate(
         self, *, requests: list[GenerationRequest], settings: SamplingSettings

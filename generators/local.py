@@ -24,6 +24,7 @@ from generators.base import (
     GeneratorUnavailable,
     InvalidGenerator,
     SamplingSettings,
+    Usage,
 )
 from generators.openai_compatible import cut_at_stop
 
@@ -122,6 +123,7 @@ class LocalGenerator:
         if spec.backend != "local":
             raise InvalidGenerator("A local generator's spec has backend 'local'.")
         self.spec = spec
+        self.usage = Usage()
         self._path = _checkpoint(spec.model)
         self._model, self._tokenizer = _load(self._path)
 
@@ -197,5 +199,9 @@ class LocalGenerator:
                 f"Local model {self.spec.model} failed to generate: {exc}"
             ) from None
         new = output[:, inputs["input_ids"].shape[1] :]
+        # A finished row is padded after its end-of-text token: what is not padding was drawn
+        # (the end token too, when it is not also the padding token).
+        for drawn in (new != tokenizer.pad_token_id).sum(dim=1).tolist():
+            self.usage.add(tokens=int(drawn))
         texts = tokenizer.batch_decode(new, skip_special_tokens=True)
         return [cut_at_stop(text, stop) for text in texts]

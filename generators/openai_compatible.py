@@ -24,6 +24,7 @@ from generators.base import (
     GeneratorUnavailable,
     InvalidGenerator,
     SamplingSettings,
+    Usage,
 )
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class OpenAICompatibleGenerator:
         from generators.transport import http_client
 
         self.spec = spec
+        self.usage = Usage()
         # Checked again here, on the worker: a spec can come from anywhere (a stored run, a
         # service called directly), not only through a form.
         self._operator = outbound.is_operator_url(spec.base_url)
@@ -85,15 +87,22 @@ class OpenAICompatibleGenerator:
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="generator")
         futures = [pool.submit(self._one, request, settings) for request in requests]
         try:
-            return [future.result() for future in futures]
+            done = [future.result() for future in futures]
         finally:
             # After a failure the requests not yet sent are not sent: the call has failed.
             pool.shutdown(wait=True, cancel_futures=True)
+        # Counted here, on the caller's thread, and only for a call that succeeded whole.
+        for _, tokens in done:
+            self.usage.add(tokens=tokens)
+        return [text for text, _ in done]
 
     def close(self) -> None:
         self._client.close()
 
-    def _one(self, request: GenerationRequest, sampling: SamplingSettings) -> str:
+    def _one(
+        self, request: GenerationRequest, sampling: SamplingSettings
+    ) -> tuple[str, int | None]:
+        """The reply's text and its completion tokens (None when the server reports none)."""
         import openai
 
         options = {
@@ -134,7 +143,7 @@ class OpenAICompatibleGenerator:
             content = None
         if not isinstance(content, str):
             raise self._unavailable("gave a reply with no message text")
-        return cut_at_stop(content, request.stop)
+        return cut_at_stop(content, request.stop), _completion_tokens(completion)
 
     def _unavailable(self, what: str) -> GeneratorUnavailable:
         message = f"The generator server at {self.spec.base_url} (model {self.spec.model}) {what}."
@@ -163,6 +172,11 @@ class OpenAICompatibleGenerator:
             detail = f"{detail}: {cause}"
         detail = " ".join(detail.split())
         return detail if len(detail) <= DETAIL_CHARS else detail[: DETAIL_CHARS - 1] + "…"
+
+
+def _completion_tokens(completion) -> int | None:
+    tokens = getattr(getattr(completion, "usage", None), "completion_tokens", None)
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
 
 
 def _status_reason(status: int) -> str:

@@ -8,7 +8,9 @@ every labeler gets. Only labels of distinct labelers are compared, in pairs:
   -1 at the same step, or neither has one;
 - *per step*: of the steps both rated, the share rated the same;
 - *Krippendorff's alpha* (nominal): chance-corrected agreement over every step rated by two or
-  more labelers, 1 for perfect agreement, 0 for chance, below 0 for systematic disagreement.
+  more labelers, 1 for perfect agreement, 0 for chance, below 0 for systematic disagreement
+  (`krippendorff_alpha` also takes the ordinal and interval metrics, which
+  `labeling.first_error` uses on first-error positions).
   A labeler's own alpha counts only the pairs they are part of against the disagreement
   expected from everyone's ratings, so with two labelers it equals the overall figure.
   Undefined (None) when fewer than two ratings can be paired or every rating is the same.
@@ -20,9 +22,10 @@ the earliest submitted label with it; a solution with no complete label uses its
 """
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import combinations
+from itertools import accumulate, combinations
 
 from django.db.models import Count, Q, QuerySet
 
@@ -134,17 +137,45 @@ def overlap_progress(*, generation: Generation) -> OverlapProgress:
 # --- the figures -------------------------------------------------------------------------------
 
 
+METRICS = ("nominal", "ordinal", "interval")
+
+
+def _distance(totals: Counter, metric: str) -> Callable[[int, int], float]:
+    """Krippendorff's squared difference δ² between two values under `metric` (2011, section
+    "difference functions"); the ordinal one reads the ranks off every pairable value."""
+    if metric == "nominal":
+        return lambda a, b: float(a != b)
+    if metric == "interval":
+        return lambda a, b: float((a - b) ** 2)
+    if metric == "ordinal":
+        values = sorted(totals)
+        rank = {value: i for i, value in enumerate(values)}
+        through = list(accumulate(totals[value] for value in values))  # n of values <= each
+
+        def ordinal(a, b) -> float:
+            low, high = sorted((rank[a], rank[b]))
+            between = through[high] - (through[low - 1] if low else 0)
+            return (between - (totals[a] + totals[b]) / 2) ** 2
+
+        return ordinal
+    raise ValueError(f"Unknown metric {metric!r}: one of {', '.join(METRICS)}.")
+
+
 def krippendorff_alpha(
-    units: list[list[tuple[int, int]]], *, labeler_id: int | None = None
+    units: list[list[tuple[int, int]]], *, labeler_id: int | None = None, metric: str = "nominal"
 ) -> float | None:
-    """Nominal alpha of `units`, each a list of (labeler id, value); see the module docstring
-    for `labeler_id`. Computed from the coincidences of paired values (Krippendorff 2011)."""
+    """Alpha of `units`, each a list of (labeler id, value), at the `metric` level of
+    measurement (nominal, ordinal or interval); see the module docstring for `labeler_id`.
+    Computed from the coincidences of paired values (Krippendorff 2011)."""
     pairable = [unit for unit in units if len(unit) >= 2]
     totals = Counter(value for unit in pairable for _, value in unit)
     n = sum(totals.values())
     if n < 2:
         return None
-    expected = (n * n - sum(c * c for c in totals.values())) / (n * (n - 1))
+    delta = _distance(totals, metric)
+    expected = sum(totals[a] * totals[b] * delta(a, b) for a in totals for b in totals) / (
+        n * (n - 1)
+    )
     weight = disagreeing = 0.0
     for unit in pairable:
         share = 1 / (len(unit) - 1)
@@ -152,7 +183,7 @@ def krippendorff_alpha(
             if labeler_id is not None and labeler_id not in (a, b):
                 continue
             weight += 2 * share
-            disagreeing += 2 * share * (value_a != value_b)
+            disagreeing += 2 * share * delta(value_a, value_b)
     if expected == 0 or weight == 0:
         return None
     return 1 - (disagreeing / weight) / expected

@@ -20,6 +20,7 @@ from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from core.jobs import JobOrigin
 from core.nostore import no_store
+from core.params import serializer_fields
 from core.permissions import (
     ADMIN,
     RESEARCHER,
@@ -30,7 +31,7 @@ from core.permissions import (
     has_role,
 )
 from core.strictjson import StrictJSONParser
-from labeling import export, filters, quality, selectors, tokens
+from labeling import agreement, export, filters, first_error, quality, selectors, tokens
 from labeling import serializers as s
 from labeling.models import ImportJob, LabelingSession, Problem, Solution
 from labeling.services import corrections, import_jobs, live, workbench
@@ -88,6 +89,14 @@ class SolutionFilters(_Filters):
     labeled = serializers.BooleanField(required=False, help_text="Has a submitted label.")
 
 
+def _data_filter_query(name: str, *, besides: type[serializers.Serializer]) -> type:
+    """The data filters (labeling/filters.py) an endpoint reads beside its own query
+    parameters, as a serializer for its schema: derived from the one definition."""
+    own = set(besides().fields)
+    found = serializer_fields(filters.DataFilters)
+    return type(name, (serializers.Serializer,), {k: v for k, v in found.items() if k not in own})
+
+
 def _data_filters(request: Request) -> filters.DataFilters:
     """The data pages' filters (labeling/filters.py) in the query string; a bad one is a 400."""
     try:
@@ -96,7 +105,9 @@ def _data_filters(request: Request) -> filters.DataFilters:
         raise ValidationError({getattr(exc, "field", None) or "filters": [str(exc)]}) from None
 
 
-@extend_schema(parameters=[ProblemFilters])
+@extend_schema(
+    parameters=[ProblemFilters, _data_filter_query("ProblemDataFilters", besides=ProblemFilters)]
+)
 class ProblemViewSet(ReadOnlyModelViewSet):
     """Problems: researchers read, admins create or update in bulk (idempotent on unique_id)."""
 
@@ -121,7 +132,12 @@ class ProblemViewSet(ReadOnlyModelViewSet):
         return _bulk_import(request, import_problems)
 
 
-@extend_schema(parameters=[SolutionFilters])
+@extend_schema(
+    parameters=[
+        SolutionFilters,
+        _data_filter_query("SolutionDataFilters", besides=SolutionFilters),
+    ]
+)
 class SolutionViewSet(ReadOnlyModelViewSet):
     """Candidate solutions: researchers read, admins import (graded) and mark QC/screening."""
 
@@ -280,7 +296,10 @@ class ExportView(APIView):
     permission_classes = [IsResearcher]
 
     @extend_schema(
-        parameters=[s.ExportQuerySerializer],
+        parameters=[
+            s.ExportQuerySerializer,
+            _data_filter_query("ExportDataFilters", besides=s.ExportQuerySerializer),
+        ],
         responses={(200, "application/jsonl"): OpenApiTypes.STR},
     )
     def get(self, request: Request) -> StreamingHttpResponse:
@@ -291,6 +310,18 @@ class ExportView(APIView):
         return export.prm800k_response(
             filters=export.ExportFilters(**query.validated_data), within=within
         )
+
+
+class FirstErrorAgreementView(APIView):
+    """Agreement on the first-error position between labelers and between label sources, as
+    the quality page shows it (docs/labeling.md, "Agreement on the first error")."""
+
+    permission_classes = [IsResearcher]
+
+    @extend_schema(responses=s.FirstErrorReportSerializer)
+    def get(self, request: Request) -> Response:
+        report = first_error.report(agreement.overlapping_labels())
+        return Response(s.FirstErrorReportSerializer(report).data)
 
 
 class ImportJobViewSet(ReadOnlyModelViewSet):

@@ -468,3 +468,34 @@ class LiveFinishSerializer(RenamedFieldsSerializer):
         max_length=5000,
         help_text="Deprecated: the same as finish_reason_text.",
     )
+
+
+class FirstErrorAgreementSerializer(serializers.Serializer):
+    """Agreement on the first-error position (`labeling.first_error`)."""
+
+    solutions = serializers.IntegerField(help_text="Solutions with two or more positions.")
+    pairs = serializers.IntegerField()
+    exact = serializers.IntegerField(help_text="Pairs at the same position.")
+    within_one = serializers.IntegerField(help_text="Pairs at most one step apart.")
+    exact_rate = serializers.FloatField(allow_null=True)
+    within_one_rate = serializers.FloatField(allow_null=True)
+    alpha_interval = serializers.FloatField(allow_null=True)
+    alpha_ordinal = serializers.FloatField(allow_null=True)
+
+
+class SourcePairSerializer(serializers.Serializer):
+    first = serializers.CharField(source="first.name", help_text="A label source: human, ….")
+    second = serializers.CharField(source="second.name")
+    figures = FirstErrorAgreementSerializer()
+
+
+class FirstErrorReportSerializer(serializers.Serializer):
+    no_error_position = serializers.SerializerMethodField(
+        help_text="What position a label with no error counts as: steps, the solution's "
+        "number of steps (one past its last step)."
+    )
+    between_labelers = FirstErrorAgreementSerializer()
+    between_sources = SourcePairSerializer(many=True)
+
+    def get_no_error_position(self, report) -> str:
+        return "steps"

@@ -31,7 +31,7 @@ from core.permissions import (
     can_view_quality,
     has_role,
 )
-from labeling import agreement, mathtext, quality, selectors, tokens
+from labeling import agreement, first_error, mathtext, quality, selectors, tokens
 from labeling.forms import ApiTokenForm, LiveGenerationForm
 from labeling.models import FinishReason, Generation, Labeler, LabelingSession
 from labeling.services import corrections, live, overlap, reports, workbench
@@ -323,6 +323,7 @@ def quality_dashboard(request: HttpRequest) -> HttpResponse:
             (figures, between.get(figures.labeler_id)) for figures in quality.labeler_figures()
         ],
         "by_generation": agreement.agreement_by_generation(overlapping),
+        "first_error": first_error.report(overlapping),
         "can_manage": can_manage_labelers(request.user),
     }
     return render(request, "labeling/quality.html", context)

@@ -3,7 +3,12 @@
 from django.contrib import admin, messages
 
 from core import job_views
+from trainer.evaluation import sets as evaluation_sets
+from trainer.judging import services as judging
 from trainer.models import (
+    Evaluation,
+    JudgeLabel,
+    JudgeRun,
     ModelVersion,
     RolloutLabel,
     SamplingRun,
@@ -98,3 +103,32 @@ class RolloutLabelAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+@admin.register(JudgeRun)
+class JudgeRunAdmin(job_views.JobAdmin):
+    list_display = ["id", "format", "status", "stored", "unreadable", "requested_by", "created_at"]
+    list_filter = ["status", "format"]
+    # Start one at /judging/.
+    cancel_job = staticmethod(judging.cancel_judge_run)
+
+
+@admin.register(JudgeLabel)
+class JudgeLabelAdmin(admin.ModelAdmin):
+    list_display = ["id", "solution", "index", "rating", "run", "created_at"]
+    list_filter = ["run", "rating"]
+    raw_id_fields = ["solution", "run"]
+    readonly_fields = [field.name for field in JudgeLabel._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(job_views.JobAdmin):
+    list_display = ["id", "model_version", "evaluation_set", "status", "done", "total"]
+    list_filter = ["status", "evaluation_set"]
+    # Queued after each recorded version (trainer.pipeline); evaluated again from its page.
+    cancel_job = staticmethod(
+        lambda *, run_id: evaluation_sets.cancel_evaluation(evaluation_id=run_id)
+    )

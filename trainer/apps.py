@@ -25,3 +25,8 @@ class TrainerConfig(AppConfig):
         from trainer.sampling.imported import register_import_jobs
 
         register_import_jobs()
+        # The quality page compares human first errors with the machine sources' (labeling
+        # cannot import them): rollouts, imported labels.
+        from trainer.evaluation.first_error import register_first_error_sources
+
+        register_first_error_sources()

@@ -3,6 +3,7 @@ scoring) and imported here, where Django reads the trainer app's models; their a
 tables are the trainer app's as before."""
 
 from trainer.evaluation.models import Evaluation, EvaluationSet
+from trainer.judging.models import JudgeLabel, JudgeRun, JudgeRunItem
 from trainer.sampling.models import ImportedLabel, RolloutLabel, SamplingRun, SamplingRunItem
 from trainer.scoring.models import ScoringChunk
 from trainer.training.models import ModelVersion, TrainingRun
@@ -11,6 +12,9 @@ __all__ = [
     "Evaluation",
     "EvaluationSet",
     "ImportedLabel",
+    "JudgeLabel",
+    "JudgeRun",
+    "JudgeRunItem",
     "ModelVersion",
     "RolloutLabel",
     "SamplingRun",

@@ -28,6 +28,7 @@ from core.queueing import BrokerUnavailable, send_task
 from labeling.services import corrections
 from labeling.signals import solutions_added
 from trainer.evaluation import sets as evaluation_sets
+from trainer.evaluation.models import Evaluation
 from trainer.models import ModelVersion, SamplingRun, TrainingRun
 from trainer.sampling.signals import sampling_run_succeeded
 from trainer.scoring import chunks as scoring
@@ -88,6 +89,24 @@ def queue_evaluations(*, model_version_id: int) -> int:
         except BrokerUnavailable as exc:
             logger.error("%s", exc)
     return len(queued)
+
+
+def evaluate_again(*, evaluation_id: int) -> Evaluation:
+    """Queue a failed or cancelled evaluation again. With the broker down it stays failed,
+    saying so, and BrokerUnavailable is raised: nothing waits on a task never sent."""
+    evaluation = evaluation_sets.reopen_evaluation(evaluation_id=evaluation_id)
+    try:
+        send_task(EVALUATE_TASK, (evaluation.pk,), what=f"{evaluation}")
+    except BrokerUnavailable as exc:
+        jobs.finish(
+            model=Evaluation,
+            pk=evaluation.pk,
+            status=jobs.JobStatus.FAILED,
+            error=str(exc),
+            only_from=(jobs.JobStatus.QUEUED,),
+        )
+        raise
+    return evaluation
 
 
 @receiver(sampling_run_succeeded)

@@ -34,6 +34,7 @@ from django.utils import timezone
 
 from trainer import pipeline
 from trainer.evaluation import sets as evaluation_sets
+from trainer.judging import services as judging
 from trainer.sampling import services as sampling
 from trainer.scoring import chunks as scoring
 from trainer.selection import services as selection
@@ -102,6 +103,12 @@ def periodic_retrain_task() -> int | None:
     sampling.mark_stale_sampling_runs_failed(
         older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS)
     )
+    evaluation_sets.mark_stale_evaluations_failed(
+        older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS)
+    )
+    judging.mark_stale_judge_runs_failed(
+        older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS)
+    )
     run = runs.maybe_start_scheduled_training()
     return run.pk if run else None
 
@@ -160,3 +167,35 @@ def evaluate_task(self, evaluation_id: int) -> str:
         evaluation_id=evaluation_id, worker_hostname=self.request.hostname or ""
     )
     return evaluation.status
+
+
+@worker_ready.connect
+def fail_evaluations_of_dead_workers(sender=None, **kwargs) -> None:
+    # Failed, not re-run: the researcher evaluates it again (a version's promotion waits).
+    evaluation_sets.mark_stale_evaluations_failed(
+        older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS),
+        worker_hostname=getattr(sender, "hostname", "") or "",
+    )
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    soft_time_limit=settings.PRM_TRAIN_SOFT_TIME_LIMIT,
+    time_limit=settings.PRM_TRAIN_TIME_LIMIT,
+)
+def judge_task(self, run_id: int, api_key: str = "") -> str:
+    # Delivered like sampling: a resumed run, not a redelivery, continues a run whose worker
+    # was killed; `api_key` (a researcher's own server's key) travels in the message only.
+    run = judging.execute_judge_run(
+        run_id=run_id, worker_hostname=self.request.hostname or "", api_key=api_key
+    )
+    return run.status
+
+
+@worker_ready.connect
+def fail_judge_runs_of_dead_workers(sender=None, **kwargs) -> None:
+    judging.mark_stale_judge_runs_failed(
+        older_than=timezone.now() - timedelta(seconds=settings.PRM_RUN_STALE_SECONDS),
+        worker_hostname=getattr(sender, "hostname", "") or "",
+    )

@@ -23,5 +23,6 @@ urlpatterns = [
     ),
     path("labels/export/trl/", export_views.export_stepwise, name="export-stepwise"),
     path("", include("trainer.sampling.urls")),
+    path("", include("trainer.judging.urls")),
     path("", include("trainer.evaluation.urls")),
 ]

@@ -15,7 +15,16 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from labeling.models import Generation, LabelingSession, Problem, ProblemReport, Solution
-from trainer.models import ModelVersion, SamplingRun, TrainingRun
+from trainer.evaluation import figures
+from trainer.evaluation.models import Evaluation, EvaluationSet
+from trainer.models import (
+    JudgeLabel,
+    JudgeRun,
+    JudgeRunItem,
+    ModelVersion,
+    SamplingRun,
+    TrainingRun,
+)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts" / "pages"
 ROLES = ("annotator", "researcher", "admin")
@@ -100,6 +109,23 @@ def install(make_user, make_labeler):
     version = ModelVersion.objects.create(
         name="run-1", checkpoint_path="/m/run-1", training_run=run, is_active=True
     )
+    # The version's page with the figures of a finished evaluation, and one that failed.
+    items = [figures.EvalItem(problem=f"p{i % 3}", steps=STEPS, label=i % 4 - 1) for i in range(12)]
+    scores = [[0.9 - 0.1 * (i % 5), 0.7, 0.4 + 0.05 * i] for i in range(12)]
+    evaluation = Evaluation.objects.create(
+        model_version=version,
+        evaluation_set=EvaluationSet.objects.create(name="ProcessBench MATH", kind="processbench"),
+        status="succeeded",
+        done=12,
+        total=12,
+        results=figures.evaluate(items, scores),
+    )
+    Evaluation.objects.create(
+        model_version=version,
+        evaluation_set=EvaluationSet.objects.create(name="Held-out problems", kind="held_out"),
+        status="failed",
+        error="The worker celery@gpu1 stopped during the run: evaluate it again.",
+    )
     sampling = SamplingRun.objects.create(
         purpose="solutions", generator={"model": "m"}, sampling={}, samples=1
     )
@@ -108,9 +134,28 @@ def install(make_user, make_labeler):
         "solution_id": sessions["admin"].solution_id,
         "generation_id": generation.pk,
         "model_version_id": version.pk,
+        "evaluation_id": evaluation.pk,
         "labeler_uuid": labeler.uuid,
     }
-    return users, sessions, ids, {"run": run.pk, "sampling": sampling.pk}
+    judged = JudgeRun.objects.create(
+        generator={"backend": "openai", "model": "judge", "base_url": "http://judge:8000/v1"},
+        sampling={"temperature": 0.2, "max_tokens": 768},
+        prompt_version="judge-v1",
+        format="per_step",
+        status="succeeded",
+        stored=2,
+    )
+    JudgeRunItem.objects.create(run=judged, position=0, solution=sessions["admin"].solution)
+    for index, rating in enumerate((1, -1)):
+        JudgeLabel.objects.create(
+            run=judged,
+            solution=sessions["admin"].solution,
+            index=index,
+            rating=rating,
+            reason=r"So $\frac{1}{4} + \frac{2}{3} = \frac{11}{12}$." if rating > 0 else "No.",
+        )
+    runs = {"run": run.pk, "sampling": sampling.pk, "judge": judged.pk}
+    return users, sessions, ids, runs
 
 
 def url_of(route: str, name: str, converters: list[str], *, role, install) -> str | None:
@@ -120,7 +165,8 @@ def url_of(route: str, name: str, converters: list[str], *, role, install) -> st
         if key == "session_id":
             kwargs[key] = sessions[role].pk
         elif key == "run_id":
-            kwargs[key] = runs["sampling" if name.startswith("sampling") else "run"]
+            kind = name.split("-")[0]
+            kwargs[key] = runs[kind if kind in ("sampling", "judge") else "run"]
         elif key in ids:
             kwargs[key] = ids[key]
         else:

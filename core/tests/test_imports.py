@@ -121,7 +121,8 @@ TRAINER_MAY_IMPORT: dict[str, set[str]] = {
     "training": {"sampling"},
     "scoring": {"training"},
     "selection": {"training", "scoring"},
-    "evaluation": {"training", "scoring", "selection", "sampling"},
+    "judging": set(),
+    "evaluation": {"training", "scoring", "selection", "sampling", "judging"},
 }
 WIRING = {"views", "api", "forms", "serializers", "urls", "api_urls"}
 

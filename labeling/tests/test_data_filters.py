@@ -7,6 +7,7 @@ from urllib.parse import parse_qs
 import pytest
 from django.urls import reverse
 
+from core.params import names
 from labeling import filters
 from labeling.filters import DataFilters
 from labeling.models import Problem, Solution
@@ -196,3 +197,18 @@ def test_the_api_lists_take_the_same_filters(researcher, data):
     refused = researcher.get("/api/solutions/", {"correct": "maybe"})
     assert refused.status_code == 400
     assert "correct" in refused.json()
+
+
+def test_the_api_schema_documents_every_filter_each_list_and_the_export_take(researcher):
+    schema = researcher.get("/api/schema/", {"format": "json"}).json()
+
+    def parameters(path: str) -> dict[str, dict]:
+        return {p["name"]: p for p in schema["paths"][path]["get"]["parameters"]}
+
+    every = set(names(DataFilters))
+    for path in ("/api/problems/", "/api/solutions/", "/api/labels/export/"):
+        documented = parameters(path)
+        assert every <= set(documented), (path, every - set(documented))
+        # With the values the filter accepts.
+        assert {"correct", "wrong", "ungraded"} <= set(documented["correct"]["schema"]["enum"])
+    assert parameters("/api/solutions/")["prm_min"]["schema"]["type"] == "number"

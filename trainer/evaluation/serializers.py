@@ -43,8 +43,9 @@ class EvaluationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Evaluation
-        fields = ["id", "evaluation_set", "status", "done", "total", "results", "active"]
-        fields += ["error", "finished_at"]
+        fields = ["id", "model_version", "evaluation_set", "status", "done", "total"]
+        fields += ["results", "active", "cancel_requested", "error", "log_tail"]
+        fields += ["started_at", "finished_at", "heartbeat_at"]
         read_only_fields = fields
 
     def get_active(self, evaluation: Evaluation) -> dict | None:

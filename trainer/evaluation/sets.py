@@ -10,6 +10,7 @@ decides promotion, hands the comparison with the active version to
 """
 
 import logging
+import threading
 from pathlib import Path
 
 from django.conf import settings
@@ -203,7 +204,8 @@ def register_gates() -> None:
 
 
 class EvaluationRefused(Conflict):
-    """An evaluation of this version on this set exists already."""
+    """What an evaluation's state does not allow: cancelling a finished one, running again
+    one that did not fail or stop."""
 
 
 def request_evaluations(*, model_version_id: int) -> list[Evaluation]:
@@ -220,17 +222,30 @@ def request_evaluations(*, model_version_id: int) -> list[Evaluation]:
 
 def run_evaluation(*, evaluation_id: int, worker_hostname: str = "") -> Evaluation:
     """Score the set's items with the version, store the figures, then decide a waiting
-    version's promotion if this set decides it. Never raises for the evaluation."""
+    version's promotion if this set decides it. Never raises for the evaluation.
+
+    It beats while it scores (a worker killed mid-way is found by
+    `mark_stale_evaluations_failed`) and stops between batches once cancelled."""
     if not jobs.start(model=Evaluation, pk=evaluation_id, worker_hostname=worker_hostname):
         return Evaluation.objects.get(pk=evaluation_id)
     evaluation = Evaluation.objects.select_related("evaluation_set", "model_version").get(
         pk=evaluation_id
     )
     try:
-        results = _score_and_figure(evaluation)
+        with jobs.heartbeat(model=Evaluation, pk=evaluation_id) as beat:
+            results = _score_and_figure(evaluation, cancelled=beat.cancelled)
     except Exception as exc:
         logger.exception("%s failed", evaluation)
         jobs.finish(model=Evaluation, pk=evaluation_id, status=JobStatus.FAILED, error=str(exc))
+        return Evaluation.objects.get(pk=evaluation_id)
+    if results is None:
+        jobs.finish(model=Evaluation, pk=evaluation_id, status=JobStatus.CANCELLED)
+        done = Evaluation.objects.get(pk=evaluation_id)
+        jobs.append_log(
+            model=Evaluation,
+            pk=evaluation_id,
+            text=f"Cancelled after {done.done} of {done.total} items; no figures. {STOPPED}",
+        )
         return Evaluation.objects.get(pk=evaluation_id)
     jobs.finish(
         model=Evaluation,
@@ -243,7 +258,8 @@ def run_evaluation(*, evaluation_id: int, worker_hostname: str = "") -> Evaluati
     return Evaluation.objects.get(pk=evaluation_id)
 
 
-def _score_and_figure(evaluation: Evaluation) -> dict:
+def _score_and_figure(evaluation: Evaluation, *, cancelled: threading.Event) -> dict | None:
+    """The figures, or None when a cancel came before the last batch was scored."""
     # Imported here to keep torch out of the web process, which never scores.
     from trainer.training.ml.prm import PRM
 
@@ -254,10 +270,63 @@ def _score_and_figure(evaluation: Evaluation) -> dict:
     prm = PRM.load(evaluation.model_version.checkpoint_path)
     scores: list[list[float]] = []
     for start in range(0, len(items), BATCH):
+        # The heartbeat notices a cancel within a beat; asked here too, a short evaluation
+        # (or one inside a caller's transaction, where no beat runs) stops as promptly.
+        if cancelled.is_set() or jobs.cancel_requested(model=Evaluation, pk=evaluation.pk):
+            return None
         batch = items[start : start + BATCH]
         scores += prm.score(problems=[i.problem for i in batch], steps=[i.steps for i in batch])
         Evaluation.objects.filter(pk=evaluation.pk).update(done=len(scores))
     return figures.evaluate(items, scores)
+
+
+# --- cancel, evaluate again, recover ----------------------------------------------------------
+
+STOPS = "after the batch of items it is scoring"
+STOPPED = "Evaluate it again from the model version's page or the API."
+
+
+def cancel_evaluation(*, evaluation_id: int) -> Evaluation:
+    """A queued evaluation is cancelled at once; a running one stops after its batch."""
+    return jobs.request_cancel(
+        model=Evaluation, pk=evaluation_id, stops=STOPS, refused=EvaluationRefused
+    )
+
+
+def reopen_evaluation(*, evaluation_id: int) -> Evaluation:
+    """A failed or cancelled evaluation, queued again from its first item (`trainer.pipeline`
+    sends it). A version whose promotion waited on it is decided when it succeeds."""
+    reset = {
+        "status": JobStatus.QUEUED,
+        "cancel_requested": False,
+        "error": "",
+        "done": 0,
+        "total": 0,
+        "results": {},
+        "started_at": None,
+        "finished_at": None,
+        "heartbeat_at": None,
+        "worker_hostname": "",
+        "worker_pid": None,
+    }
+    with transaction.atomic():
+        evaluation = Evaluation.objects.select_for_update().get(pk=evaluation_id)
+        if evaluation.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
+            raise EvaluationRefused(
+                f"Evaluation {evaluation_id} is {evaluation.status}: only a failed or cancelled "
+                "evaluation runs again."
+            )
+        Evaluation.objects.filter(pk=evaluation_id).update(**reset)
+        jobs.append_log(model=Evaluation, pk=evaluation_id, text="Queued again.")
+    return Evaluation.objects.get(pk=evaluation_id)
+
+
+def mark_stale_evaluations_failed(*, older_than, worker_hostname: str = "") -> list[int]:
+    """Fail running evaluations whose worker is gone (`jobs.recover_stale`'s rule); they can
+    be evaluated again."""
+    return jobs.recover_stale(
+        model=Evaluation, older_than=older_than, worker_hostname=worker_hostname, advice=STOPPED
+    )
 
 
 def _decide_promotion(evaluation: Evaluation) -> None:

@@ -1,16 +1,22 @@
 """Researcher pages of evaluation: the evaluation sets (register one) and a model version's page
-(its figures on every set beside the baselines and the active version's, activation)."""
+(its figures on every set beside the baselines and the active version's, activation; each
+evaluation's progress, cancel and evaluate-again)."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
+from core import job_views
 from core.errors import DomainError, http_status
 from core.permissions import ADMIN, RESEARCHER, has_role
+from trainer import pipeline
 from trainer.evaluation import figures, sets, uploads
 from trainer.evaluation.forms import EvaluationSetForm
+from trainer.evaluation.models import Evaluation
 from trainer.models import ModelVersion
 from trainer.training import model_versions
 from trainer.training.selectors import active_model_version
@@ -93,13 +99,48 @@ def model_version_detail(request: HttpRequest, model_version_id: int) -> HttpRes
     version = ModelVersion.objects.filter(pk=model_version_id).first()
     if version is None:
         raise Http404("No such model version.")
+    rows = version_rows(version)
     return render(
         request,
         "trainer/model_version_detail.html",
         {
             "version": version,
             "active": active_model_version(),
-            "rows": version_rows(version),
+            "rows": rows,
+            "live": any(row["evaluation"].is_live for row in rows),
             "comparison": model_versions.comparison_with_active(version=version),
         },
     )
+
+
+def _evaluation(request: HttpRequest, model_version_id: int, evaluation_id: int) -> Evaluation:
+    _require_researcher(request)
+    found = Evaluation.objects.filter(pk=evaluation_id, model_version_id=model_version_id).first()
+    if found is None:
+        raise Http404("No such evaluation of this model version.")
+    return found
+
+
+@login_required
+@require_POST
+def evaluation_cancel(request: HttpRequest, model_version_id: int, evaluation_id: int):
+    _evaluation(request, model_version_id, evaluation_id)
+    return job_views.cancel(
+        request,
+        cancel_job=lambda: sets.cancel_evaluation(evaluation_id=evaluation_id),
+        stops=sets.STOPS,
+        then=reverse("model-detail", args=[model_version_id]),
+    )
+
+
+@login_required
+@require_POST
+def evaluation_again(request: HttpRequest, model_version_id: int, evaluation_id: int):
+    _evaluation(request, model_version_id, evaluation_id)
+    try:
+        pipeline.evaluate_again(evaluation_id=evaluation_id)
+    except DomainError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Evaluation {evaluation_id} is queued again.")
+    return redirect("model-detail", model_version_id)

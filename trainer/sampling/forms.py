@@ -77,6 +77,7 @@ class SamplingRunForm(forms.Form):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         what = list(self.fields)[: list(self.fields).index("api_key")]
+        self.fields.update(form_fields(sampling.RolloutParams))
         self.fields.update(generator_fields())
         self.fields.update(form_fields(SelectionParams, only=["batch_size"]))
         batch = self.fields["batch_size"]
@@ -84,7 +85,14 @@ class SamplingRunForm(forms.Form):
         batch.help_text = "Empty: SELECTION_BATCH_SIZE."
         # The key right after the server it is for; the selection's batch size last.
         self.order_fields(
-            [*what, *names(GeneratorChoice), "api_key", *names(SamplingSettings), "then_select"]
+            [
+                *what,
+                *names(sampling.RolloutParams),
+                *names(GeneratorChoice),
+                "api_key",
+                *names(SamplingSettings),
+                "then_select",
+            ]
         )
         self.local_models = list(LocalModel.objects.values_list("name", flat=True))
         self.fields["model"].widget.attrs["list"] = "local-models"
@@ -95,8 +103,10 @@ class SamplingRunForm(forms.Form):
         if self.errors:
             return data
         chosen = clean_generator(self, api_key=data.get("api_key", ""))
-        if chosen is None:
+        rollout = params_from_form(self, sampling.RolloutParams, only=names(sampling.RolloutParams))
+        if chosen is None or rollout is None:
             return data
+        self.search = rollout.search
         self.generator, self.settings = chosen
         self.problem_ids = self.solution_ids = None
         if data["purpose"] == SamplingRun.Purpose.SOLUTIONS:

@@ -9,8 +9,9 @@ share that did.
 - *per step*: of the (human rating, rollout label) pairs of the same step, the share whose
   verdicts match (a step rated by two labelers gives two pairs);
 - *first error*: of the pairs of a complete human label (an error found, or the solution
-  reached) and a rollout labeling of every step of the solution, the share whose first bad
-  step is the same, or neither has one;
+  reached) and a rollout labeling that decides the first error (every step labeled, or every
+  step up to a bad one, as a first-error search labels), the share whose first bad step is
+  the same, or neither has one;
 - *soft error*: the mean |soft estimate - human value| over the per-step pairs, the human
   value being 1 for ok and 0 for bad.
 """
@@ -82,8 +83,9 @@ def compare(
     if not labels or not rollout:
         return result
     result.solutions = 1
-    rollout_complete = all(index in rollout for index in range(steps))
     rollout_first = _first_bad({index: reached > 0 for index, (reached, _) in rollout.items()})
+    decided = steps if rollout_first is None else rollout_first + 1
+    rollout_complete = all(index in rollout for index in range(decided))
     for label in labels:
         for index, rating in label.ratings.items():
             if index not in rollout:

@@ -20,7 +20,17 @@ class SamplingRun(Job):
         SOLUTIONS = "solutions", "Solutions for the pool"
         ROLLOUTS = "rollouts", "Rollout labels"
 
+    class Search(models.TextChoices):
+        EVERY_STEP = "every_step", "Every step"
+        FIRST_ERROR = "first_error", "First-error search"
+
     purpose = models.CharField(max_length=16, choices=Purpose.choices)
+    search = models.CharField(
+        max_length=16,
+        choices=Search.choices,
+        default=Search.EVERY_STEP,
+        help_text="Rollouts from every step, or a binary search for the first bad one.",
+    )
     # generators: GeneratorSpec.to_dict() (never the API key) and SamplingSettings.
     generator = models.JSONField(help_text="Backend, model and base URL of the generator.")
     sampling = models.JSONField(help_text="Temperature, top_p, max_tokens and seed.")
@@ -34,6 +44,16 @@ class SamplingRun(Job):
     skipped = models.JSONField(
         default=dict, blank=True, help_text="Samples not stored, by reason (duplicate, unfinished)."
     )
+    # The cost of the items done (an item interrupted mid-way is not counted: it is redone).
+    generator_calls = models.PositiveBigIntegerField(
+        default=0, help_text="Completions asked of the generator (one per sample or rollout)."
+    )
+    completion_tokens = models.PositiveBigIntegerField(
+        default=0, help_text="Completion tokens the generator reported for those calls."
+    )
+    tokens_unreported = models.PositiveBigIntegerField(
+        default=0, help_text="Calls whose completion tokens the generator did not report."
+    )
     celery_task_id = models.CharField(max_length=255, blank=True)
 
     class Meta:
@@ -46,6 +66,11 @@ class SamplingRun(Job):
             ),
             models.CheckConstraint(
                 condition=Q(samples__gte=1), name="sampling_run_samples_positive"
+            ),
+            # Only rollouts search; a run of solutions has nothing to search.
+            models.CheckConstraint(
+                condition=Q(search="every_step") | Q(purpose="rollouts", search="first_error"),
+                name="sampling_run_search_valid",
             ),
         ]
 
@@ -94,6 +119,13 @@ class RolloutLabel(models.Model):
     just after this step, `reached` ended at the ground-truth answer. Hard estimate: reached
     at least once; soft: the share that reached it. A label source of its own, never mixed
     into human labels; its provenance is the sampling run (generator, settings) that made it.
+
+    A first-error search (`SamplingRun.search`) rolls out only some steps; a step before the
+    first bad one that it did not roll out is *implied* good (OmegaPRM's monotonicity: a prefix
+    that reaches the answer has every shorter prefix reach it too). Its label names the later
+    step it is implied by (`implied_by`) and carries that step's counts, with no answers of
+    its own: every reader of hard and soft estimates reads it unchanged, and which steps were
+    really rolled out stays recorded.
     """
 
     solution = models.ForeignKey(
@@ -108,6 +140,12 @@ class RolloutLabel(models.Model):
     answers = models.JSONField(
         default=list, blank=True, help_text="Each rollout's final answer ('' when it had none)."
     )
+    implied_by = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The later step whose rollouts imply this one (first-error search); "
+        "null when this step was rolled out itself.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -120,6 +158,12 @@ class RolloutLabel(models.Model):
             models.CheckConstraint(
                 condition=Q(rollouts__gte=1) & Q(reached__lte=F("rollouts")),
                 name="rollout_label_reached_within_rollouts",
+            ),
+            # Only a good step implies: an implied label is a later step's that reached.
+            models.CheckConstraint(
+                condition=Q(implied_by__isnull=True)
+                | (Q(implied_by__gt=F("index")) & Q(reached__gte=1)),
+                name="rollout_label_implied_by_a_later_good_step",
             ),
         ]
 
@@ -134,6 +178,10 @@ class RolloutLabel(models.Model):
     @property
     def soft(self) -> float:
         return self.reached / self.rollouts
+
+    @property
+    def implied(self) -> bool:
+        return self.implied_by is not None
 
 
 class ImportedLabel(models.Model):

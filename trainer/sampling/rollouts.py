@@ -5,6 +5,15 @@ label records how many of those rollouts reached the problem's ground-truth answ
 estimate: at least one did; soft: the share that did). The labels are their own source with
 their provenance (the sampling run: generator and settings), never merged into human labels;
 a training run chooses which source it trains on (`TrainingParams.label_source`).
+
+A run rolls out from every step (`every_step`, Math-Shepherd), or searches for the first bad
+step (`first_error`, OmegaPRM): a prefix *reaches* when at least one of its k rollouts ends at
+the ground-truth answer, and, assuming that no longer prefix reaches once one cannot,
+a binary search over the prefixes finds the first step that cannot in about log2(n) batches of
+k rollouts instead of n - 1. It stores the steps it decided: those before the first bad one
+(rolled out, or implied good by a later one that reached: `RolloutLabel.implied_by`), the
+first bad one, and the later ones it rolled out anyway. The other steps after the first error
+are not labeled: the PRM is supervised up to the first error.
 """
 
 from collections import defaultdict
@@ -26,7 +35,73 @@ def seed_offset(*, solution_id: int, index: int) -> int:
     return (solution_id * 1_000_003 + index * STEP_SEED_STRIDE) % SEED_SPACE
 
 
+def _rolled_out(
+    *,
+    run: SamplingRun,
+    solution: Solution,
+    indexes: list[int],
+    generator: Generator,
+    settings: SamplingSettings,
+) -> list[RolloutLabel]:
+    """Unsaved labels of the steps `indexes`, each from `run.samples` rollouts of its prefix,
+    all asked in one call; a rollout that never reached a final answer does not reach."""
+    steps = list(solution.steps)
+    rolled = roll_out_prefixes(
+        generator=generator,
+        problem=solution.problem.text,
+        prefixes=[steps[: i + 1] for i in indexes],
+        k=run.samples,
+        settings=settings,
+        seed_offsets=[seed_offset(solution_id=solution.pk, index=i) for i in indexes],
+    )
+    truth = solution.problem.answer
+    labels = []
+    for index, completions in zip(indexes, rolled, strict=True):
+        answers = [c.answer if c.finished else "" for c in completions]
+        reached = sum(1 for answer in answers if answer and grade_answer(answer, truth))
+        labels.append(
+            RolloutLabel(
+                solution=solution,
+                index=index,
+                sampling_run=run,
+                rollouts=len(completions),
+                reached=reached,
+                answers=answers,
+            )
+        )
+    return labels
+
+
+def _answer_label(*, run: SamplingRun, solution: Solution) -> RolloutLabel | None:
+    """The "# Answer" step's label: the solution's own correctness, no generation (its prefix
+    is the whole solution); None for an ungraded solution."""
+    if solution.is_correct is None:
+        return None
+    return RolloutLabel(
+        solution=solution,
+        index=len(solution.steps) - 1,
+        sampling_run=run,
+        rollouts=1,
+        reached=int(solution.is_correct),
+        answers=[solution.answer],
+    )
+
+
 def estimate_solution(
+    *,
+    run: SamplingRun,
+    solution: Solution,
+    generator: Generator,
+    settings: SamplingSettings,
+) -> list[RolloutLabel]:
+    """`run`'s rollout labels of `solution`, unsaved: by `search_solution` for a first-error
+    search run, else every step's (below)."""
+    if run.search == SamplingRun.Search.FIRST_ERROR:
+        return search_solution(run=run, solution=solution, generator=generator, settings=settings)
+    return _every_step(run=run, solution=solution, generator=generator, settings=settings)
+
+
+def _every_step(
     *,
     run: SamplingRun,
     solution: Solution,
@@ -54,42 +129,88 @@ def estimate_solution(
         )
     )
     todo = [index for index in range(len(steps) - 1) if index not in done]
-    rolled = roll_out_prefixes(
-        generator=generator,
-        problem=solution.problem.text,
-        prefixes=[steps[: i + 1] for i in todo],
-        k=run.samples,
-        settings=settings,
-        seed_offsets=[seed_offset(solution_id=solution.pk, index=i) for i in todo],
+    labels = _rolled_out(
+        run=run, solution=solution, indexes=todo, generator=generator, settings=settings
     )
-    truth = solution.problem.answer
-    labels = []
-    for index, completions in zip(todo, rolled, strict=True):
-        answers = [c.answer if c.finished else "" for c in completions]
-        reached = sum(1 for answer in answers if answer and grade_answer(answer, truth))
+    answer = _answer_label(run=run, solution=solution)
+    if answer is not None and answer.index not in done:
+        labels.append(answer)
+    return labels
+
+
+def search_solution(
+    *,
+    run: SamplingRun,
+    solution: Solution,
+    generator: Generator,
+    settings: SamplingSettings,
+) -> list[RolloutLabel]:
+    """The labels a first-error search decides for `solution`, unsaved: one batch of
+    `run.samples` rollouts per step it probes, one probe after another.
+
+    The answer step is known without generation: a correct solution's reaches, so every
+    step is implied good and nothing is rolled out; a wrong one's does not, so the first bad
+    step is at or before it. Between them, binary search: a probe that reaches moves the
+    search after it, one that does not makes it the latest bad candidate. Of n steps, at
+    most ceil(log2(n)) prefixes are rolled out (every step: n - 1). An ungraded solution has
+    no known answer step: the search runs over the other steps, and when every probe reaches
+    it labels them all good and the answer step not at all.
+
+    The labels: from step 0 without a gap, each step before the first bad one (rolled out,
+    or implied by the nearest later step that reached) and the first bad one; and every step
+    it rolled out (or knew: the answer step) after that, bad ones, measured all the same. A
+    solution this run has labeled already (a resumed run) gets none.
+    """
+    steps = list(solution.steps or [])
+    if not steps or RolloutLabel.objects.filter(sampling_run=run, solution=solution).exists():
+        return []
+    last = len(steps) - 1
+    answer = _answer_label(run=run, solution=solution)
+    probed: dict[int, RolloutLabel] = {}
+    if answer is not None:
+        probed[last] = answer
+    # Every step before `low` reaches; `high` is the first known bad step, or `last` when
+    # the answer step is not (yet) known bad.
+    low, high = 0, last
+    if answer is None or not answer.reached:
+        while low < high:
+            middle = (low + high) // 2
+            (label,) = _rolled_out(
+                run=run,
+                solution=solution,
+                indexes=[middle],
+                generator=generator,
+                settings=settings,
+            )
+            probed[middle] = label
+            if label.reached:
+                low = middle + 1
+            else:
+                high = middle
+    first_bad = high if high in probed and not probed[high].reached else None
+    end = first_bad + 1 if first_bad is not None else len(steps)
+    labels = [probed[index] for index in sorted(probed) if index >= end]
+    for index in range(end):
+        if index in probed:
+            labels.append(probed[index])
+            continue
+        if index == last:
+            continue  # an ungraded solution's answer step
+        # Implied: the nearest later probe is one that reached (the search moved past it).
+        source = min(i for i in probed if i > index)
+        implied = probed[source]
         labels.append(
             RolloutLabel(
                 solution=solution,
                 index=index,
                 sampling_run=run,
-                rollouts=len(completions),
-                reached=reached,
-                answers=answers,
+                rollouts=implied.rollouts,
+                reached=implied.reached,
+                answers=[],
+                implied_by=source,
             )
         )
-    last = len(steps) - 1
-    if last not in done and solution.is_correct is not None:
-        labels.append(
-            RolloutLabel(
-                solution=solution,
-                index=last,
-                sampling_run=run,
-                rollouts=1,
-                reached=int(solution.is_correct),
-                answers=[solution.answer],
-            )
-        )
-    return labels
+    return sorted(labels, key=lambda label: label.index)
 
 
 def roll_out_solution(

@@ -4,10 +4,16 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import jobs
-from core.params import describe
+from core.params import describe, params_from_data, serializer_fields
 from generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
 from trainer.sampling.models import SamplingRun
-from trainer.sampling.services import MAX_ID, MAX_ITEMS, problem_ids_matching, progress
+from trainer.sampling.services import (
+    MAX_ID,
+    MAX_ITEMS,
+    RolloutParams,
+    problem_ids_matching,
+    progress,
+)
 from trainer.serializers import GenerationRequestSerializer
 
 
@@ -43,10 +49,14 @@ class SamplingRunSerializer(serializers.ModelSerializer):
             "generator",
             "sampling",
             "samples",
+            "search",
             "then_select",
             "progress",
             "stored",
             "skipped",
+            "generator_calls",
+            "completion_tokens",
+            "tokens_unreported",
             *jobs.API_FIELDS,
         ]
         read_only_fields = fields
@@ -108,7 +118,11 @@ class SamplingRunRequestSerializer(serializers.Serializer):
         "generation with the active model version once the run has succeeded.",
     )
 
+    def get_fields(self) -> dict:
+        return {**super().get_fields(), **serializer_fields(RolloutParams)}
+
     def validate(self, data: dict) -> dict:
+        data["search"] = params_from_data(RolloutParams, {"search": data.get("search")}).search
         # InvalidGenerator is a domain error: the API's exception handler answers 400 with it.
         data["generator"] = GeneratorSpec.requested(
             data.get("generator"), api_key=data.pop("api_key", "")

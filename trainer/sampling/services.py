@@ -16,6 +16,7 @@ import os
 import traceback
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -26,11 +27,14 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from core import jobs
 from core.errors import DomainError, Invalid, NotFound
+from core.params import Params, param, refused
 from core.queueing import BrokerUnavailable, queue_task
 from generators import (
     GeneratorSpec,
     InvalidGenerator,
+    Metered,
     SamplingSettings,
+    Usage,
     open_generator,
     sample_solutions,
 )
@@ -44,6 +48,7 @@ logger = logging.getLogger(__name__)
 
 Status = SamplingRun.Status
 Purpose = SamplingRun.Purpose
+Search = SamplingRun.Search
 
 SAMPLING_TASK = "trainer.tasks.sampling_task"
 
@@ -57,6 +62,24 @@ STOPPED = "the worker stopped; resume to continue"
 
 class InvalidSamplingRun(Invalid):
     """A sampling request whose purpose, ids, sample count or selection is wrong."""
+
+
+@dataclass(frozen=True)
+class RolloutParams(Params):
+    """How a run of rollouts labels a solution: the one definition of the option that the
+    sampling form, the API and `manage.py sample` take (`trainer.sampling.rollouts`)."""
+
+    invalid = InvalidSamplingRun
+    noun = "rollout parameter"
+
+    search: str = param(
+        Search.EVERY_STEP.value,
+        label="Rollout search",
+        help="every_step: k rollouts from every step (Math-Shepherd); first_error: binary "
+        "search for the first step whose prefix can no longer reach the answer (OmegaPRM), "
+        "about log2(n) steps rolled out instead of n - 1. Rollout runs only.",
+        choices={choice.value: choice.label for choice in Search},
+    )
 
 
 class SamplingRefused(jobs.JobRefused):
@@ -127,6 +150,7 @@ def request_sampling_run(
     problem_ids: list[int] | None = None,
     solution_ids: list[int] | None = None,
     then_select: Mapping[str, Any] | None = None,
+    search: str = Search.EVERY_STEP,
     origin: str = jobs.JobOrigin.PAGE,
     enqueue: bool = True,
 ) -> SamplingRun:
@@ -136,7 +160,8 @@ def request_sampling_run(
     Purpose `solutions` takes problem ids and draws `samples` (1..1024) solutions of each;
     `rollouts` takes solution ids and rolls each step out `samples` (1..64) times.
     `then_select` (selection parameters, `{}` for the SELECTION_* settings) queues the
-    selection of the next generation once the run succeeds. Raises InvalidSamplingRun,
+    selection of the next generation once the run succeeds. `search` (RolloutParams) is how a
+    run of rollouts labels each solution. Raises InvalidSamplingRun,
     InvalidGenerator, or BrokerUnavailable (the run is then recorded as failed).
     """
     if purpose not in Purpose.values:
@@ -144,6 +169,13 @@ def request_sampling_run(
     if not isinstance(generator, GeneratorSpec) or not isinstance(settings, SamplingSettings):
         raise InvalidSamplingRun("A generator spec and sampling settings are needed.")
     _check_generator(generator)
+    search = RolloutParams(search=search).search
+    if purpose == Purpose.SOLUTIONS and search != Search.EVERY_STEP:
+        raise refused(
+            InvalidSamplingRun,
+            "search",
+            "Only a run of rollouts searches: a run of solutions takes search every_step.",
+        )
     high = MAX_SAMPLES[purpose]
     if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= high:
         raise InvalidSamplingRun(f"samples must be a whole number from 1 to {high}.")
@@ -177,6 +209,7 @@ def request_sampling_run(
             generator=generator.to_dict(),
             sampling=settings.to_dict(),
             samples=samples,
+            search=search,
             then_select=then_select,
             celery_task_id=str(uuid.uuid4()),
         )
@@ -187,7 +220,10 @@ def request_sampling_run(
             ],
             batch_size=1000,
         )
-        _log_to_run(run.pk, f"Queued by {run.requester}: {len(ids)} items, {samples} samples each.")
+        how = "" if search == Search.EVERY_STEP else f", {Search(search).label.lower()}"
+        _log_to_run(
+            run.pk, f"Queued by {run.requester}: {len(ids)} items, {samples} samples each{how}."
+        )
         if enqueue:
             # A key the researcher gave for their own server travels in the task's message
             # only: never in the run's row, never in a log.
@@ -357,7 +393,8 @@ def _work(run: SamplingRun, *, api_key: str = "") -> bool:
     if not todo:
         return True
     handle = _sample_item if run.purpose == Purpose.SOLUTIONS else _roll_out_item
-    generator = open_generator(spec)
+    # Counted per item and committed with it: the run's cost is that of the items done.
+    generator = Metered(open_generator(spec))
     try:
         for item_id in todo:
             if jobs.cancel_requested(model=SamplingRun, pk=run.pk):
@@ -380,7 +417,13 @@ def _claim(run: SamplingRun) -> SamplingRun:
 
 
 def _complete(
-    *, locked: SamplingRun, item: SamplingRunItem, stored: int, skipped: dict[str, int], line: str
+    *,
+    locked: SamplingRun,
+    item: SamplingRunItem,
+    stored: int,
+    skipped: dict[str, int],
+    spent: Usage,
+    line: str,
 ) -> None:
     now = timezone.now()
     SamplingRunItem.objects.filter(pk=item.pk).update(done_at=now, stored=stored)
@@ -390,13 +433,17 @@ def _complete(
     SamplingRun.objects.filter(pk=locked.pk).update(
         stored=locked.stored + stored,
         skipped=totals,
+        generator_calls=locked.generator_calls + spent.calls,
+        completion_tokens=locked.completion_tokens + spent.completion_tokens,
+        tokens_unreported=locked.tokens_unreported + spent.unreported,
         heartbeat_at=now,
         log_tail=jobs.appended(locked.log_tail, line),
     )
 
 
-def _sample_item(*, run: SamplingRun, item: SamplingRunItem, generator, settings) -> None:
+def _sample_item(*, run: SamplingRun, item: SamplingRunItem, generator: Metered, settings) -> None:
     problem = item.problem
+    before = generator.usage.copy()
     seed_offset = item.position * run.samples
     samples = sample_solutions(
         generator=generator,
@@ -446,23 +493,32 @@ def _sample_item(*, run: SamplingRun, item: SamplingRunItem, generator, settings
             f"Problem {problem.pk} (item {item.position}): {stored} stored, "
             f"{skipped['duplicate']} duplicate, {skipped['unfinished']} unfinished."
         )
-        _complete(locked=locked, item=item, stored=stored, skipped=skipped, line=line)
+        spent = generator.usage.since(before)
+        _complete(locked=locked, item=item, stored=stored, skipped=skipped, spent=spent, line=line)
 
 
-def _roll_out_item(*, run: SamplingRun, item: SamplingRunItem, generator, settings) -> None:
+def _roll_out_item(
+    *, run: SamplingRun, item: SamplingRunItem, generator: Metered, settings
+) -> None:
     # Imported here: rollouts are their own module, and only a worker needs them.
     from trainer.sampling.rollouts import estimate_solution
 
+    before = generator.usage.copy()
     # Generated outside the transaction: the run's row stays free for heartbeats and cancels.
     labels = estimate_solution(
         run=run, solution=item.solution, generator=generator, settings=settings
     )
+    spent = generator.usage.since(before)
     with transaction.atomic():
         locked = _claim(run)
         RolloutLabel.objects.bulk_create(labels)
         stored = len(labels)
-        line = f"Solution {item.solution_id} (item {item.position}): {stored} rollout labels."
-        _complete(locked=locked, item=item, stored=stored, skipped={}, line=line)
+        implied = sum(1 for label in labels if label.implied)
+        line = (
+            f"Solution {item.solution_id} (item {item.position}): {stored} rollout labels"
+            f"{f' ({implied} implied)' if implied else ''}, {spent.calls} generator calls."
+        )
+        _complete(locked=locked, item=item, stored=stored, skipped={}, spent=spent, line=line)
 
 
 # --- recording --------------------------------------------------------------------------------

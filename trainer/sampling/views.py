@@ -17,6 +17,7 @@ from generators import outbound
 from trainer.sampling import services as sampling
 from trainer.sampling.forms import SamplingRunForm
 from trainer.sampling.models import SamplingRun
+from trainer.sampling.selectors import search_agreement
 
 SOLUTIONS_SHOWN = 50
 
@@ -58,6 +59,7 @@ def sampling_list(request: HttpRequest) -> HttpResponse:
                     problem_ids=form.problem_ids,
                     solution_ids=form.solution_ids,
                     then_select=form.then_select,
+                    search=form.search,
                 )
             except DomainError as exc:
                 messages.error(request, str(exc))
@@ -88,6 +90,8 @@ def _context(run: SamplingRun) -> dict:
         "solutions": solutions[:SOLUTIONS_SHOWN],
         "solution_count": solutions.count(),
         "rollout_label_count": run.rollout_labels.count(),
+        "implied_label_count": run.rollout_labels.filter(implied_by__isnull=False).count(),
+        "search_agreement": search_agreement(run=run),
         # A run at a researcher's own server resumes with their key again, never stored.
         "own_server": run.generator.get("backend") == "openai"
         and not outbound.is_operator_url(run.generator.get("base_url") or ""),

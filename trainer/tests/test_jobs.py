@@ -23,7 +23,15 @@ from core import jobs
 from labeling.models import ImportJob, Problem
 from labeling.services import import_jobs
 from labeling.tests.interleave import require_postgresql, run_in_threads
-from trainer.models import ModelVersion, SamplingRun, ScoringChunk, TrainingRun
+from trainer.models import (
+    Evaluation,
+    EvaluationSet,
+    JudgeRun,
+    ModelVersion,
+    SamplingRun,
+    ScoringChunk,
+    TrainingRun,
+)
 from trainer.sampling import services as sampling
 from trainer.scoring import chunks as scoring
 from trainer.training import runs
@@ -43,6 +51,14 @@ def make_job(kind: str, tmp_path: Path, **fields):
         return ScoringChunk.objects.create(
             model_version=version, first_solution_id=1, last_solution_id=4, solutions=4, **fields
         )
+    if kind == "judge run":
+        return JudgeRun.objects.create(
+            generator={"model": "m"}, sampling={}, prompt_version="judge-v1", format="per_step"
+        )
+    if kind == "evaluation":
+        version = ModelVersion.objects.create(name="v", checkpoint_path="/m/v")
+        chosen = EvaluationSet.objects.create(name="ProcessBench MATH", kind="processbench")
+        return Evaluation.objects.create(model_version=version, evaluation_set=chosen, **fields)
     upload = tmp_path / f"upload-{ImportJob.objects.count()}.jsonl"
     upload.write_text('{"problem": "What is 1 + 1?", "answer": "2"}\n')
     return ImportJob.objects.create(
@@ -361,7 +377,7 @@ def test_a_run_says_who_asked_for_it_and_from_where(client, researcher, settings
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("kind", ["training run", "sampling run"])
+@pytest.mark.parametrize("kind", ["training run", "sampling run", "judge run", "evaluation"])
 def test_the_admin_shows_a_job_read_only_and_cancels_it_as_the_pages_do(client, tmp_path, kind):
     from django.contrib.auth.models import User
     from django.urls import reverse

@@ -8,7 +8,15 @@ from django.utils import timezone
 from labeling.models import Generation, LabelingSession, Problem, Solution
 from trainer.models import ModelVersion, TrainingRun
 
-PAGES = ["/quality/", "/generations/", "/runs/{run}/", "/models/", "/sampling/", "/reports/"]
+PAGES = [
+    "/quality/",
+    "/generations/",
+    "/runs/{run}/",
+    "/models/",
+    "/sampling/",
+    "/judging/",
+    "/reports/",
+]
 
 
 @pytest.fixture
@@ -77,4 +85,4 @@ def test_no_researcher_page_scrolls_sideways_at_390_px(
     nav = page.get_by_role("navigation", name="Main")
     for group in ("Labeling", "Data", "Models", "Account"):
         assert nav.get_by_role("group", name=group).count() == 1, group
-    assert nav.get_by_role("group", name="Models").get_by_role("link").count() == 6
+    assert nav.get_by_role("group", name="Models").get_by_role("link").count() == 7

@@ -36,6 +36,7 @@ class Command(BaseCommand):
         parser.add_argument("--level", type=int)
         parser.add_argument("--limit", type=int, default=100, help="problems the filter takes")
         parser.add_argument("--rollouts", metavar="SOLUTION_IDS", help="roll out these solutions")
+        add_arguments(parser, sampling.RolloutParams)
         add_arguments(parser, GeneratorChoice)
         parser.add_argument(
             "--api-key-env",
@@ -64,7 +65,9 @@ class Command(BaseCommand):
         done = sampling.progress(run)
         self.stdout.write(
             f"Sampling run {run.pk} {run.status}: {done['done']}/{done['total']} items, "
-            f"{run.stored} stored, skipped {run.skipped or {}}."
+            f"{run.stored} stored, skipped {run.skipped or {}}; {run.generator_calls} generator "
+            f"calls, {run.completion_tokens} completion tokens"
+            f"{f' ({run.tokens_unreported} calls unreported)' if run.tokens_unreported else ''}."
         )
         if run.error:
             raise CommandError(run.error)
@@ -79,6 +82,7 @@ class Command(BaseCommand):
         return os.environ[name]
 
     def _request(self, options, *, api_key: str) -> SamplingRun:
+        rollout = sampling.RolloutParams.from_dict(given_options(sampling.RolloutParams, options))
         spec = GeneratorSpec.requested(given_options(GeneratorChoice, options), api_key=api_key)
         settings = SamplingSettings.from_dict(given_options(SamplingSettings, options))
         solution_ids = _ids(options["rollouts"])
@@ -103,6 +107,7 @@ class Command(BaseCommand):
             problem_ids=problem_ids,
             solution_ids=solution_ids,
             then_select=None,
+            search=rollout.search,
             enqueue=False,
         )
 
