@@ -10,6 +10,8 @@ request, an error and the tail of its log. Its lifecycle is written once, here:
 - `finish`: running -> succeeded, failed or cancelled;
 - `request_cancel`: a queued job is cancelled at once, a running one is asked to stop;
 - `recover_stale`: running jobs whose worker is gone, by one rule, failed (or queued again);
+- `run_items`: the whole body of a job that works through items and resumes (sampling and
+  judge runs): start, beat, stop at a cancel, fail with the error, succeed;
 - `append_log` / `appended`: the log tail, stamped and bounded.
 
 Each move is one conditional UPDATE, so two parties that race (a cancel and the worker's
@@ -23,7 +25,8 @@ The ground floor: this module imports Django and the standard library, never an 
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+import traceback
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,7 +35,7 @@ from django.db import OperationalError, close_old_connections, connection, model
 from django.db.models import Q
 from django.utils import timezone
 
-from core.errors import Conflict
+from core.errors import Conflict, DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -267,6 +270,67 @@ def heartbeat(*, model: type[Job], pk: int, claim: Mapping[str, Any] | None = No
     """The heartbeat of a running job, beating while the `with` block runs; `claim` narrows
     the rows it beats for to this worker's claim (its pid, its attempt)."""
     return Heartbeat(model=model, pk=pk, claim=claim)
+
+
+class Superseded(Exception):
+    """The job is no longer this worker's (marked failed meanwhile, or resumed elsewhere)."""
+
+
+def run_items(
+    *,
+    model: type[Job],
+    pk: int,
+    worker_hostname: str,
+    work: Callable[[Job], bool],
+    log: Callable[[str], None],
+    done: Callable[[Job], str],
+) -> tuple[Job, bool]:
+    """Run a queued job whose `work` goes through items, each committed with its output (so
+    a resumed job does only the items left); return the job and whether it succeeded now.
+
+    Only a queued job starts: a redelivered message finds it running or finished and does
+    nothing. `work(job)` returns False when it stopped for a cancel between items, and raises
+    `Superseded` when the job stopped being this process's. An error fails the job with its
+    message (a DomainError's own words); `done(job)` is logged on success.
+    """
+    started = start(model=model, pk=pk, worker_hostname=worker_hostname)
+    job = model.objects.get(pk=pk)
+    name = f"{noun(model)} {pk}"
+    if not started:
+        logger.info("%s is %s, not queued: nothing to do.", name, job.status)
+        return job, False
+    log(f"Started on {worker_hostname or 'this process'} (pid {os.getpid()}).")
+    try:
+        # Beats only while this process still holds the job (not after a resume elsewhere).
+        with heartbeat(model=model, pk=pk, claim={"worker_pid": os.getpid()}):
+            finished = work(job)
+    except KeyboardInterrupt:
+        finish(
+            model=model, pk=pk, status=JobStatus.CANCELLED, error="Interrupted from the keyboard."
+        )
+        raise
+    except Superseded:
+        logger.warning("%s is no longer this worker's; stopped", name)
+        return model.objects.get(pk=pk), False
+    except Exception as exc:
+        logger.exception("%s failed", name)
+        log(traceback.format_exc(limit=3))
+        message = str(exc) if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}"
+        finish(model=model, pk=pk, status=JobStatus.FAILED, error=message)
+        return model.objects.get(pk=pk), False
+    if not finished:
+        log("Stopped: cancelled.")
+        finish(model=model, pk=pk, status=JobStatus.CANCELLED)
+        return model.objects.get(pk=pk), False
+    # Running -> succeeded, unless a cancel was accepted meanwhile (during the last item): a
+    # cancel answered "stopping" is honoured. A cancel after this update is refused.
+    if finish(model=model, pk=pk, status=JobStatus.SUCCEEDED, claim={"cancel_requested": False}):
+        job = model.objects.get(pk=pk)
+        log(done(job))
+        return job, True
+    if finish(model=model, pk=pk, status=JobStatus.CANCELLED):
+        log("Stopped: cancelled during its last item, which is kept.")
+    return model.objects.get(pk=pk), False
 
 
 # --- anyone's side ---------------------------------------------------------------------------

@@ -18,7 +18,6 @@ resumed.
 import json
 import logging
 import os
-import traceback
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from core import jobs
-from core.errors import DomainError, Invalid, NotFound
+from core.errors import Invalid, NotFound
 from core.params import Params, param
 from core.queueing import BrokerUnavailable, queue_task
 from generators import GenerationRequest, GeneratorSpec, SamplingSettings, open_generator
@@ -62,10 +61,6 @@ class JudgeRefused(jobs.JobRefused):
 
 class JudgeRunNotFound(NotFound):
     """No judge run has this id."""
-
-
-class _Superseded(Exception):
-    """The run is no longer this worker's (marked failed meanwhile, or resumed elsewhere)."""
 
 
 @dataclass(frozen=True)
@@ -238,43 +233,15 @@ def execute_judge_run(*, run_id: int, worker_hostname: str = "", api_key: str = 
     nothing. Cancellation is honoured between solutions; a generator that fails fails the run
     with its message, and the solutions done stay done.
     """
-    started = jobs.start(model=JudgeRun, pk=run_id, worker_hostname=worker_hostname)
-    run = JudgeRun.objects.get(pk=run_id)
-    if not started:
-        logger.info("Judge run %s is %s, not queued: nothing to do.", run_id, run.status)
-        return run
-    _log(run_id, f"Started on {worker_hostname or 'this process'} (pid {os.getpid()}).")
-    try:
-        with jobs.heartbeat(model=JudgeRun, pk=run_id, claim={"worker_pid": os.getpid()}):
-            finished = _work(run, api_key=api_key)
-    except KeyboardInterrupt:
-        jobs.finish(
-            model=JudgeRun,
-            pk=run_id,
-            status=Status.CANCELLED,
-            error="Interrupted from the keyboard.",
-        )
-        raise
-    except _Superseded:
-        logger.warning("Judge run %s is no longer this worker's; stopped", run_id)
-        return JudgeRun.objects.get(pk=run_id)
-    except Exception as exc:
-        logger.exception("Judge run %s failed", run_id)
-        _log(run_id, traceback.format_exc(limit=3))
-        message = str(exc) if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}"
-        jobs.finish(model=JudgeRun, pk=run_id, status=Status.FAILED, error=message)
-        return JudgeRun.objects.get(pk=run_id)
-    if not finished:
-        _log(run_id, "Stopped: cancelled.")
-        jobs.finish(model=JudgeRun, pk=run_id, status=Status.CANCELLED)
-    elif jobs.finish(
-        model=JudgeRun, pk=run_id, status=Status.SUCCEEDED, claim={"cancel_requested": False}
-    ):
-        run = JudgeRun.objects.get(pk=run_id)
-        _log(run_id, f"Done: {run.stored} labels stored, {run.unreadable} replies unreadable.")
-    elif jobs.finish(model=JudgeRun, pk=run_id, status=Status.CANCELLED):
-        _log(run_id, "Stopped: cancelled during its last solution, which is kept.")
-    return JudgeRun.objects.get(pk=run_id)
+    run, _ = jobs.run_items(
+        model=JudgeRun,
+        pk=run_id,
+        worker_hostname=worker_hostname,
+        work=partial(_work, api_key=api_key),
+        log=partial(_log, run_id),
+        done=lambda run: f"Done: {run.stored} labels stored, {run.unreadable} replies unreadable.",
+    )
+    return run
 
 
 def _work(run: JudgeRun, *, api_key: str = "") -> bool:
@@ -317,7 +284,7 @@ def _judge_item(*, run: JudgeRun, item: JudgeRunItem, generator, settings) -> No
     with transaction.atomic():
         locked = JudgeRun.objects.select_for_update().get(pk=run.pk)
         if locked.status != Status.RUNNING or locked.worker_pid != os.getpid():
-            raise _Superseded()
+            raise jobs.Superseded()
         JudgeLabel.objects.bulk_create(labels)
         now = timezone.now()
         JudgeRunItem.objects.filter(pk=item.pk).update(

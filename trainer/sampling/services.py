@@ -13,7 +13,6 @@ never re-queued when its worker dies; a run whose worker is gone is marked faile
 
 import logging
 import os
-import traceback
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from core import jobs
-from core.errors import DomainError, Invalid, NotFound
+from core.errors import Invalid, NotFound
 from core.params import Params, param, refused
 from core.queueing import BrokerUnavailable, queue_task
 from generators import (
@@ -88,10 +87,6 @@ class SamplingRefused(jobs.JobRefused):
 
 class SamplingRunNotFound(NotFound):
     """No sampling run has this id."""
-
-
-class _Superseded(Exception):
-    """The run is no longer this worker's (marked failed meanwhile, or resumed elsewhere)."""
 
 
 # --- choosing problems ------------------------------------------------------------------------
@@ -329,56 +324,20 @@ def execute_sampling_run(
     nothing. Cancellation is honoured between items; a generator that fails fails the run with
     its message, and the items done stay done.
     """
-    started = jobs.start(model=SamplingRun, pk=run_id, worker_hostname=worker_hostname)
-    run = SamplingRun.objects.get(pk=run_id)
-    if not started:
-        logger.info("Sampling run %s is %s, not queued: nothing to do.", run_id, run.status)
-        return run
-    _log_to_run(run_id, f"Started on {worker_hostname or 'this process'} (pid {os.getpid()}).")
-    try:
-        # Beats only while this process still holds the run (not after a resume elsewhere).
-        with jobs.heartbeat(model=SamplingRun, pk=run_id, claim={"worker_pid": os.getpid()}):
-            finished = _work(run, api_key=api_key)
-    except KeyboardInterrupt:
-        jobs.finish(
-            model=SamplingRun,
-            pk=run_id,
-            status=Status.CANCELLED,
-            error="Interrupted from the keyboard.",
-        )
-        raise
-    except _Superseded:
-        logger.warning("Sampling run %s is no longer this worker's; stopped", run_id)
-        return SamplingRun.objects.get(pk=run_id)
-    except Exception as exc:
-        logger.exception("Sampling run %s failed", run_id)
-        _log_to_run(run_id, traceback.format_exc(limit=3))
-        message = str(exc) if isinstance(exc, DomainError) else f"{type(exc).__name__}: {exc}"
-        jobs.finish(model=SamplingRun, pk=run_id, status=Status.FAILED, error=message)
-        return SamplingRun.objects.get(pk=run_id)
-    if not finished:
-        _log_to_run(run_id, "Stopped: cancelled.")
-        jobs.finish(model=SamplingRun, pk=run_id, status=Status.CANCELLED)
-    elif _succeed(run_id):
-        run = SamplingRun.objects.get(pk=run_id)
-        _log_to_run(run_id, f"Done: {run.stored} stored, skipped {run.skipped or 'none'}.")
-        if run.then_select is not None:
-            # The selection it chains listens (trainer.pipeline): sampling stays below it.
-            transaction.on_commit(
-                partial(sampling_run_succeeded.send, sender=SamplingRun, run_id=run_id)
-            )
-    elif jobs.finish(model=SamplingRun, pk=run_id, status=Status.CANCELLED):
-        _log_to_run(run_id, "Stopped: cancelled during its last item, which is kept.")
-    return SamplingRun.objects.get(pk=run_id)
-
-
-def _succeed(run_id: int) -> bool:
-    """Running -> succeeded, unless a cancel was accepted meanwhile (during the last item):
-    a cancel answered "stopping" is honoured, and the selection it would chain is not queued.
-    A cancel after this update is refused: the run has already succeeded."""
-    return jobs.finish(
-        model=SamplingRun, pk=run_id, status=Status.SUCCEEDED, claim={"cancel_requested": False}
+    run, succeeded = jobs.run_items(
+        model=SamplingRun,
+        pk=run_id,
+        worker_hostname=worker_hostname,
+        work=partial(_work, api_key=api_key),
+        log=partial(_log_to_run, run_id),
+        done=lambda run: f"Done: {run.stored} stored, skipped {run.skipped or 'none'}.",
     )
+    if succeeded and run.then_select is not None:
+        # The selection it chains listens (trainer.pipeline): sampling stays below it.
+        transaction.on_commit(
+            partial(sampling_run_succeeded.send, sender=SamplingRun, run_id=run_id)
+        )
+    return run
 
 
 def _work(run: SamplingRun, *, api_key: str = "") -> bool:
@@ -412,7 +371,7 @@ def _claim(run: SamplingRun) -> SamplingRun:
     """Inside the item's transaction: lock the run and check it is still this worker's."""
     locked = SamplingRun.objects.select_for_update().get(pk=run.pk)
     if locked.status != Status.RUNNING or locked.worker_pid != os.getpid():
-        raise _Superseded()
+        raise jobs.Superseded()
     return locked
 
 
