@@ -112,6 +112,7 @@ class SelectionReason(models.TextChoices):
     CONVINCING = "convincing", "Convincing"
     UNIFORM = "uniform", "Uniform sample"
     UNCERTAINTY = "uncertainty", "Uncertain score"
+    DISAGREEMENT = "disagreement", "Sources disagree"
     QUALITY_CONTROL = "quality_control", "Quality control"
 
 

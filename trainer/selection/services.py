@@ -24,9 +24,11 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
    `convincing_wrong_answer`, the paper's: the highest-scored solutions whose final answer is
    wrong fill `wrong_share` of the batch, the highest-scored of the rest (right or wrong) fill
    the remainder. `uniform` samples at random (the baseline). `uncertainty` takes the scores
-   nearest 0.5. Every strategy takes at most `per_problem_cap` solutions per problem, and ties
-   are broken by a seeded hash of the solution id, so the same pool and seed give the same
-   generation.
+   nearest 0.5. `disagreement` takes the solutions whose first error the machine label
+   sources (rollouts, judge, this version's PRM: `trainer.selection.disagreement`) put
+   furthest apart, then a random sample of the rest. Every strategy takes at most
+   `per_problem_cap` solutions per problem, and ties are broken by a seeded hash of the
+   solution id, so the same pool and seed give the same generation.
 5. `quality_control_count` quality-control solutions are reserved on top of the batch and
    served to every labeler while the generation is current: solutions with gold ratings
    first (agreement is measured against gold), then seeded-random ones from what is left of
@@ -54,6 +56,7 @@ from core.params import Params, like, param
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, Solution
 from labeling.selectors import has_submitted_label
 from labeling.services import overlap
+from trainer.selection import disagreement
 from trainer.selection.strategies import (
     DEFAULT_STRATEGY,
     SHORTLISTS,
@@ -183,12 +186,21 @@ def _score_pool(*, model_version: ModelVersion | None, prm: "PRM | None") -> int
     return scoring.score_in_process(model_version=model_version, prm=prm)
 
 
-def _as_candidates(rows, *, model_version: ModelVersion | None) -> Iterator[Candidate]:
+def _as_candidates(
+    rows, *, model_version: ModelVersion | None, disagreements: Mapping[int, float] | None = None
+) -> Iterator[Candidate]:
     # A score written by another version (a rescore raced this selection) is not this
     # version's opinion: such a solution counts as unscored, as every one does without a model.
     own = model_version.pk if model_version is not None else None
+    apart = disagreements or {}
     return (
-        Candidate(pk, problem_id, score if own is not None and version_id == own else None, ok)
+        Candidate(
+            pk,
+            problem_id,
+            score if own is not None and version_id == own else None,
+            ok,
+            apart.get(pk),
+        )
         for pk, problem_id, score, version_id, ok in rows
     )
 
@@ -262,9 +274,15 @@ def shortlist(
     return Shortlist(candidates=list(kept.values()), random=list(random), pool=pool)
 
 
-def _pool_rows(*, model_version: ModelVersion | None) -> Iterator[Candidate]:
+def _pool_rows(*, model_version: ModelVersion | None, strategy: str) -> Iterator[Candidate]:
     rows = unlabeled_pool().values_list(*SCORE_FIELDS).iterator(chunk_size=POOL_READ_CHUNK)
-    return _as_candidates(rows, model_version=model_version)
+    # Only the strategy that orders by it pays for reading the label sources.
+    apart = (
+        disagreement.disagreements(pool=unlabeled_pool(), model_version=model_version)
+        if strategy == "disagreement"
+        else None
+    )
+    return _as_candidates(rows, model_version=model_version, disagreements=apart)
 
 
 def _gold() -> QuerySet[Solution]:
@@ -387,7 +405,7 @@ def publish_generation(
             # Enough random ones for quality control whatever the batch and the gold take.
             qc_count = params.quality_control_count
             listed = shortlist(
-                _pool_rows(model_version=model_version),
+                _pool_rows(model_version=model_version, strategy=params.strategy),
                 strategy=params.strategy,
                 per_problem_cap=params.per_problem_cap,
                 random_count=qc_count and (qc_count + params.batch_size + _gold().count()),

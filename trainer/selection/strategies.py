@@ -1,6 +1,7 @@
 """The strategies of active learning: pure functions from candidates (a solution's score,
-its problem and whether its final answer is right) to the picks of a batch, registered by name
-in STRATEGIES. `trainer/selection/services.py` reads the pool and publishes what they pick."""
+its problem, whether its final answer is right and, for `disagreement`, how far apart the
+machine label sources put its first error) to the picks of a batch, registered by name in
+STRATEGIES. `trainer/selection/services.py` reads the pool and publishes what they pick."""
 
 import hashlib
 import math
@@ -21,6 +22,9 @@ class Candidate:
     # Final answer equivalent to the ground truth; None when ungraded (no readable answer, or
     # a problem without one): not known wrong, so never picked as a wrong answer.
     is_correct: bool | None
+    # How many steps apart the machine label sources put its first error (`spread`); None
+    # when fewer than two decide one. Read only for the `disagreement` strategy.
+    disagreement: float | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,21 @@ def at_random(c: Candidate) -> tuple:
 
 def nearest_half(c: Candidate) -> tuple:
     return (c.score is None, abs((c.score or 0.0) - 0.5))
+
+
+def most_disagreeing(c: Candidate) -> tuple:
+    # Sources that agree, and solutions fewer than two sources decide, are equally without
+    # disagreement: both come after, in seeded-random order.
+    return (-(c.disagreement or 0.0),)
+
+
+def spread(positions: Sequence[int]) -> float | None:
+    """How many steps apart the earliest and the latest of these first-error positions are
+    (`labeling.first_error.position`: "no error" is one past the last step); None for fewer
+    than two."""
+    if len(positions) < 2:
+        return None
+    return float(max(positions) - min(positions))
 
 
 def _take(
@@ -145,11 +164,35 @@ def uncertainty(
     )
 
 
+def disagreement(
+    candidates: Sequence[Candidate],
+    *,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    seed: int,
+) -> list[Pick]:
+    """The solutions whose first error the machine sources (rollouts, judge, PRM) put furthest
+    apart, most first; then, when too few disagree, a seeded random sample of the rest."""
+    picks = _take(
+        in_order(candidates, seed=seed, key=most_disagreeing),
+        count=batch_size,
+        cap=per_problem_cap,
+        taken=Counter(),
+        reason=SelectionReason.DISAGREEMENT,
+    )
+    return [
+        pick if pick.candidate.disagreement else Pick(pick.candidate, SelectionReason.UNIFORM)
+        for pick in picks
+    ]
+
+
 Strategy = Callable[..., list[Pick]]
 STRATEGIES: dict[str, Strategy] = {
     "convincing_wrong_answer": convincing_wrong_answer,
     "uniform": uniform,
     "uncertainty": uncertainty,
+    "disagreement": disagreement,
 }
 DEFAULT_STRATEGY = "convincing_wrong_answer"
 
@@ -168,5 +211,6 @@ SHORTLISTS: dict[str, tuple[tuple[Callable[[Candidate], bool] | None, Callable],
     "convincing_wrong_answer": ((_is_wrong, most_convincing), (None, most_convincing)),
     "uniform": ((None, at_random),),
     "uncertainty": ((None, nearest_half),),
+    "disagreement": ((None, most_disagreeing),),
 }
 assert set(SHORTLISTS) == set(STRATEGIES)

@@ -54,7 +54,9 @@ from trainer.training.ml.prm import PRM, solution_score
 from trainer.training.models import ModelVersion, TrainingRun
 from trainer.training.params import TrainingParams
 
-STRATEGIES = tuple(strategies.STRATEGIES)  # convincing_wrong_answer, uniform, uncertainty
+# The strategies the simulated loop compares. Not `disagreement`: the simulation has no rollout
+# or judge labels yet (issue 31, item 7), so it would be a uniform sample under another name.
+STRATEGIES = tuple(name for name in strategies.STRATEGIES if name != "disagreement")
 
 
 @dataclass

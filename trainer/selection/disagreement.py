@@ -1,0 +1,65 @@
+"""Where the machine label sources put each pool solution's first error, for the
+`disagreement` strategy (`trainer.selection.strategies.disagreement`).
+
+The sources are the newest rollout labels and the newest judge run's labels, read through
+labeling's registry of label sources (`labeling.first_error.SOURCES`, which the trainer app
+fills at startup: selection does not import the evaluation room), and the PRM of the
+selection's model version: its first step scored below `THRESHOLD` (what the metrics count as
+a bad step), "no error" when every step is scored and none below, undecided when the steps
+scored stop short of the solution (a long solution cut to the model's context). Only the
+solutions some rollout or judge labeled are read: the PRM alone cannot disagree.
+"""
+
+from collections.abc import Sequence
+
+from django.db.models import Q, QuerySet
+
+from labeling.first_error import CHUNK, SOURCES, position
+from labeling.models import Solution
+from trainer.selection.strategies import spread
+from trainer.training.metrics import THRESHOLD
+from trainer.training.models import ModelVersion
+
+MACHINE_SOURCES = ("rollout", "judge")  # names in labeling.first_error.SOURCES
+
+
+def prm_position(*, step_scores: Sequence[float], steps: int) -> int | None:
+    """The PRM's first-error position of a solution of `steps` steps."""
+    ratings = {index: -1 if score < THRESHOLD else 1 for index, score in enumerate(step_scores)}
+    return position(ratings=ratings, steps=steps)
+
+
+def _prm_positions(*, solution_ids: list[int], model_version: ModelVersion) -> dict[int, int]:
+    found = {}
+    for pk, steps, scores in Solution.objects.filter(
+        pk__in=solution_ids, prm_model_version=model_version
+    ).values_list("pk", "steps", "prm_step_scores"):
+        decided = prm_position(step_scores=scores or [], steps=len(steps))
+        if decided is not None:
+            found[pk] = decided
+    return found
+
+
+def disagreements(
+    *, pool: QuerySet[Solution], model_version: ModelVersion | None
+) -> dict[int, float]:
+    """Solution id -> how many steps apart the sources that decide its first error put it
+    (`strategies.spread`), for the solutions of `pool` two or more sources decide."""
+    sources = [SOURCES[name] for name in MACHINE_SOURCES if name in SOURCES]
+    if not sources:
+        return {}
+    labeled = Q()
+    for source in sources:
+        labeled |= Q(pk__in=source.labeled())
+    ids = list(pool.filter(labeled).order_by("pk").values_list("pk", flat=True))
+    found: dict[int, float] = {}
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start : start + CHUNK]
+        decided = [source.positions(solution_ids=chunk) for source in sources]
+        if model_version is not None:
+            decided.append(_prm_positions(solution_ids=chunk, model_version=model_version))
+        for pk in chunk:
+            apart = spread([positions[pk] for positions in decided if pk in positions])
+            if apart is not None:
+                found[pk] = apart
+    return found
