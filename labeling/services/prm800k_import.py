@@ -35,6 +35,7 @@ from labeling.services.importing import (
     insert_rows,
     line_failure,
     read_jsonl,
+    refresh_planner_statistics,
 )
 from labeling.services.labelers import labelers_by_uuid
 from labeling.services.workbench import recount_labels
@@ -286,6 +287,9 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
             result.lines += len(records)
             _store_records(records, imported_at=imported_at, result=result, grader=grader)
         grader.finish()
+    refresh_planner_statistics(
+        models=(Problem, Solution, Generation, LabelingSession, StepLabel, StepRating)
+    )
     result.created = result.details["sessions"]
     result.note_control_characters(name)
     return result
