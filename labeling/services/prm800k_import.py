@@ -270,13 +270,22 @@ def parse_line(obj: dict) -> prm800k.ParsedRecord:
     return record
 
 
+_IMPORTED = (Problem, Solution, Generation, LabelingSession, StepLabel, StepRating)
+
+
 def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
     """Import PRM800K label lines (phase 1 or 2): problems, solutions, labelers, sessions."""
     name = name or str(path)
     result = ImportResult(details={"sessions": 0, "ratings": 0})
     imported_at = timezone.now()
     with transaction.atomic(), grading_pool() as pool, _Grader(pool) as grader:
-        for batch in batched(read_jsonl(path=path, name=name), BATCH_SIZE):
+        lines = read_jsonl(path=path, name=name)
+        for batch_number, batch in enumerate(batched(lines, BATCH_SIZE)):
+            if batch_number and not batch_number & (batch_number - 1):
+                # The tables doubled since the planner last counted them (batches 1, 2, 4, …):
+                # planned as the few rows there were, each batch's lookups of its solutions
+                # read whole tables and the import grew quadratic.
+                refresh_planner_statistics(models=_IMPORTED)
             records = []
             for number, obj in batch:
                 try:
@@ -287,9 +296,7 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
             result.lines += len(records)
             _store_records(records, imported_at=imported_at, result=result, grader=grader)
         grader.finish()
-    refresh_planner_statistics(
-        models=(Problem, Solution, Generation, LabelingSession, StepLabel, StepRating)
-    )
+    refresh_planner_statistics(models=_IMPORTED)
     result.created = result.details["sessions"]
     result.note_control_characters(name)
     return result
