@@ -42,6 +42,11 @@ urlpatterns = [
         labeling_api.FirstErrorAgreementView.as_view(),
         name="api-first-error-agreement",
     ),
+    path(
+        "quality/judge/",
+        labeling_api.JudgeAgreementView.as_view(),
+        name="api-judge-agreement",
+    ),
     path("score/", trainer_api.ScoreView.as_view(), name="api-score"),
     path("tokens/", labeling_api.TokenListView.as_view(), name="api-tokens"),
     path(

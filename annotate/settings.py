@@ -232,6 +232,7 @@ SPECTACULAR_SETTINGS = {
         "JobStatusEnum": "core.jobs.JobStatus",
         "EvaluationSetKindEnum": "trainer.evaluation.models.EvaluationSet.Kind",
         "ImportJobKindEnum": "labeling.models.ImportJob.Kind",
+        "JudgeDisplayEnum": "labeling.models.JudgeDisplay",
     },
 }
 
@@ -433,6 +434,9 @@ SELECTION_QUALITY_CONTROL_COUNT = int(os.environ.get("SELECTION_QUALITY_CONTROL_
 # each (the rest to one), for agreement between labelers; changeable per generation later.
 SELECTION_OVERLAP_SHARE = float(os.environ.get("SELECTION_OVERLAP_SHARE", "0"))
 SELECTION_OVERLAP_LABELERS = int(os.environ.get("SELECTION_OVERLAP_LABELERS", "2"))
+# What a generation's labelers see of the judge labels (labeling/judge_display.py): "hidden"
+# (nothing), "revealed" (after they rate a step) or "confirm" (a suggestion before).
+SELECTION_JUDGE_DISPLAY = os.environ.get("SELECTION_JUDGE_DISPLAY", "hidden")
 # After a retrain whose model became active: select the next generation for "scheduled"
 # (periodic) runs only, "always" (any run), or "never".
 SELECTION_AFTER_RETRAIN = os.environ.get("SELECTION_AFTER_RETRAIN", "scheduled")

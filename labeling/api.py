@@ -31,7 +31,16 @@ from core.permissions import (
     has_role,
 )
 from core.strictjson import StrictJSONParser
-from labeling import agreement, export, filters, first_error, quality, selectors, tokens
+from labeling import (
+    agreement,
+    export,
+    filters,
+    first_error,
+    judge_display,
+    quality,
+    selectors,
+    tokens,
+)
 from labeling import serializers as s
 from labeling.models import ImportJob, LabelingSession, Problem, Solution
 from labeling.services import corrections, import_jobs, live, workbench
@@ -322,6 +331,18 @@ class FirstErrorAgreementView(APIView):
     def get(self, request: Request) -> Response:
         report = first_error.report(agreement.overlapping_labels())
         return Response(s.FirstErrorReportSerializer(report).data)
+
+
+class JudgeAgreementView(APIView):
+    """Agreement of labelers with the judge, per judge display, as the quality page shows it
+    (docs/labeling.md, "What the labeler sees of the judge")."""
+
+    permission_classes = [IsResearcher]
+
+    @extend_schema(responses=s.JudgeAgreementSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        figures = judge_display.agreement_by_display()
+        return Response(s.JudgeAgreementSerializer(figures, many=True).data)
 
 
 class ImportJobViewSet(ReadOnlyModelViewSet):

@@ -72,6 +72,17 @@ class Problem(models.Model):
         super().save(*args, **kwargs)
 
 
+class JudgeDisplay(models.TextChoices):
+    """What a generation's labelers see of the judge labels of its solutions."""
+
+    # Judge labels only route and measure; the labeler sees nothing of them.
+    HIDDEN = "hidden", "Hidden"
+    # The judge's rating and reason of a step, shown once the labeler has rated it.
+    REVEALED = "revealed", "Revealed after rating"
+    # The judge's rating shown before, as a suggestion the labeler confirms or changes.
+    CONFIRM = "confirm", "Suggested, to confirm"
+
+
 class Generation(models.Model):
     """One round of selecting solutions to label. Screening questions use number -1."""
 
@@ -91,6 +102,11 @@ class Generation(models.Model):
         LIVE = "live", "Live proposals"
 
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.RATE)
+    # What its labelers see of the judge labels of its solutions (labeling.judge_display).
+    JudgeDisplay = JudgeDisplay
+    judge_display = models.CharField(
+        max_length=8, choices=JudgeDisplay.choices, default=JudgeDisplay.HIDDEN
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -98,6 +114,16 @@ class Generation(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(mode__in=["rate", "live"]), name="generation_mode_known"
+            ),
+            models.CheckConstraint(
+                condition=Q(judge_display__in=JudgeDisplay.values),
+                name="generation_judge_display_known",
+            ),
+            # A live generation's solutions are written while they are labeled: no judge has
+            # rated them, so there is nothing to show.
+            models.CheckConstraint(
+                condition=Q(mode="rate") | Q(judge_display=JudgeDisplay.HIDDEN),
+                name="generation_live_judge_hidden",
             ),
         ]
 
@@ -441,6 +467,18 @@ class StepRating(models.Model):
     # Null only for phase-1 alternatives that were shown but never rated.
     rating = models.SmallIntegerField(choices=Rating.choices, null=True, blank=True)
     flagged = models.BooleanField(null=True, blank=True, help_text="Labeler was unsure.")
+    # What the labeler was shown of the judge with this rating (labeling.judge_display): the
+    # display in force, and the judge's rating of the step with the run it came from. Hidden
+    # for alternatives, which judges do not rate. Never exported in PRM800K lines.
+    judge_display = models.CharField(
+        max_length=8, choices=JudgeDisplay.choices, default=JudgeDisplay.HIDDEN
+    )
+    judge_rating = models.SmallIntegerField(
+        null=True, blank=True, help_text="The judge's rating shown (suggested or revealed)."
+    )
+    judge_run = models.ForeignKey(
+        "trainer.JudgeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     extra = models.JSONField(default=dict, blank=True)
 
     class Meta:
@@ -452,6 +490,16 @@ class StepRating(models.Model):
             models.CheckConstraint(
                 condition=Q(rating__isnull=True) | Q(rating__in=list(RATINGS)),
                 name="rating_in_domain",
+            ),
+            models.CheckConstraint(
+                condition=Q(judge_display__in=JudgeDisplay.values),
+                name="step_rating_judge_display_known",
+            ),
+            # Hidden shows nothing, so nothing shown is recorded.
+            models.CheckConstraint(
+                condition=Q(judge_rating__isnull=True)
+                | (Q(judge_rating__in=list(RATINGS)) & ~Q(judge_display=JudgeDisplay.HIDDEN)),
+                name="step_rating_judge_rating_shown",
             ),
         ]
 

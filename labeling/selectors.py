@@ -10,6 +10,8 @@ from django.db.models.lookups import LessThan
 
 from core import permissions, rules
 from core.prepared import Prepared
+from labeling import judge_display
+from labeling.judge_display import JudgeShown
 from labeling.models import (
     IN_QUEUES,
     Generation,
@@ -224,6 +226,10 @@ class Item:
     rating: int | None
     flagged: bool | None
     alternatives: list["Item"] = field(default_factory=list)
+    # What the labeler sees of the judge here (labeling.judge_display): its label beside the
+    # step, and the rating its buttons suggest (confirm). Never set while the judge is hidden.
+    judge: JudgeShown | None = None
+    suggestion: int | None = None
 
 
 @dataclass(frozen=True)
@@ -248,6 +254,7 @@ class WorkbenchState:
     # now (the error step and every alternative of it rated).
     human_completion: str | None = None
     can_write_human_completion: bool = False
+    judge_display: str = judge_display.HIDDEN
 
     @cached_property
     def next_actions(self) -> dict:
@@ -301,6 +308,7 @@ def session_state(*, session: LabelingSession, new: bool = False) -> WorkbenchSt
         for step, completion in shown
         if completion
     ]
+    judge = judge_display.shown(session)
     items = [
         Item(
             index=step,
@@ -310,6 +318,8 @@ def session_state(*, session: LabelingSession, new: bool = False) -> WorkbenchSt
             rating=rated.get(step),
             flagged=flagged.get(step),
             alternatives=alternatives if step == error_step else [],
+            judge=judge.beside(step, rated=step in rated),
+            suggestion=judge.suggestion(step),
         )
         for step, completion in shown
         if not completion
@@ -335,6 +345,7 @@ def session_state(*, session: LabelingSession, new: bool = False) -> WorkbenchSt
         progress=progress,
         human_completion=human,
         can_write_human_completion=outcome == rules.FOUND_ERROR and session.accepts_ratings,
+        judge_display=judge.display,
     )
 
 

@@ -12,6 +12,7 @@ from labeling import selectors
 from labeling.models import (
     FinishReason,
     ImportJob,
+    JudgeDisplay,
     LabelingSession,
     Problem,
     Solution,
@@ -148,6 +149,13 @@ class SessionSerializer(BlindToLabelers, serializers.ModelSerializer):
         ]
 
 
+class JudgeShownSerializer(serializers.Serializer):
+    """A judge's label of a step, as the generation's judge display shows it."""
+
+    rating = serializers.IntegerField()
+    reason = serializers.CharField(allow_blank=True)
+
+
 class ItemSerializer(serializers.Serializer):
     """One thing to rate: a step (completion 0) or one of its alternative completions."""
 
@@ -164,6 +172,12 @@ class ItemSerializer(serializers.Serializer):
 class StepItemSerializer(ItemSerializer):
     alternatives = ItemSerializer(
         many=True, help_text="Alternatives of the first -1 step shown so far, to rate in order."
+    )
+    judge = JudgeShownSerializer(
+        allow_null=True,
+        help_text="The judge's label shown beside the step (judge_display revealed: once "
+        "rated; confirm: a suggestion, which the labeler still rates themselves); null "
+        "otherwise.",
     )
 
 
@@ -234,6 +248,11 @@ class WorkbenchStateSerializer(serializers.Serializer):
     )
     can_write_human_completion = serializers.BooleanField(
         help_text="Whether a step can be written now (the error step and its alternatives rated)."
+    )
+    judge_display = serializers.ChoiceField(
+        choices=JudgeDisplay.choices,
+        help_text="What the labeler sees of the judge: hidden (nothing), revealed (after "
+        "rating) or confirm (a suggestion before rating).",
     )
     next_actions = NextActionsSerializer(
         help_text="What the labeler may do next, by the workbench's rules (core.rules)."
@@ -499,3 +518,23 @@ class FirstErrorReportSerializer(serializers.Serializer):
 
     def get_no_error_position(self, report) -> str:
         return "steps"
+
+
+class JudgeAgreementSerializer(serializers.Serializer):
+    """Human ratings against the judge's under one judge display (`labeling.judge_display`)."""
+
+    display = serializers.ChoiceField(choices=JudgeDisplay.choices)
+    ratings = serializers.IntegerField(help_text="Submitted human ratings made under it.")
+    steps = serializers.IntegerField(
+        help_text="Of them, those compared: with the judge rating shown (revealed, confirm) or "
+        "the newest judge label of the step (hidden)."
+    )
+    agreed = serializers.IntegerField(help_text="Compared steps the human rated as the judge.")
+    agreement = serializers.FloatField(allow_null=True, help_text="agreed / steps.")
+    alpha = serializers.FloatField(
+        allow_null=True, help_text="Krippendorff's alpha (nominal), human vs judge."
+    )
+    changed = serializers.IntegerField(
+        allow_null=True, help_text="Confirm only: suggestions the labeler rated otherwise."
+    )
+    changed_share = serializers.FloatField(allow_null=True, help_text="changed / steps.")

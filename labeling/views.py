@@ -31,7 +31,7 @@ from core.permissions import (
     can_view_quality,
     has_role,
 )
-from labeling import agreement, first_error, mathtext, quality, selectors, tokens
+from labeling import agreement, first_error, judge_display, mathtext, quality, selectors, tokens
 from labeling.forms import ApiTokenForm, LiveGenerationForm
 from labeling.models import FinishReason, Generation, Labeler, LabelingSession
 from labeling.services import corrections, live, overlap, reports, workbench
@@ -132,6 +132,8 @@ def _workbench_context(
         "can_write_human_completion": state.can_write_human_completion,
         "human_completion": state.human_completion,
         "human_completion_url": reverse("label-human-completion", args=[session.pk]),
+        # What the labeler sees of the judge (labeling.judge_display): hidden, revealed, confirm.
+        "judge_display": state.judge_display,
         # The page's sequence number of the rating this render answers (see workbench.js).
         "seq": seq,
     }
@@ -324,6 +326,7 @@ def quality_dashboard(request: HttpRequest) -> HttpResponse:
         ],
         "by_generation": agreement.agreement_by_generation(overlapping),
         "first_error": first_error.report(overlapping),
+        "with_judge": judge_display.agreement_by_display(),
         "can_manage": can_manage_labelers(request.user),
     }
     return render(request, "labeling/quality.html", context)

@@ -30,3 +30,9 @@ class TrainerConfig(AppConfig):
         from trainer.evaluation.first_error import register_first_error_sources
 
         register_first_error_sources()
+        # The workbench shows (and the quality page compares) the newest judge labels of a
+        # solution, as the generation's judge display says; labeling cannot import judging.
+        from labeling.judge_display import register_reader
+        from trainer.judging.selectors import newest_judge_labels
+
+        register_reader(newest_judge_labels)

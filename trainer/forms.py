@@ -68,11 +68,11 @@ class OverlapForm(forms.Form):
 
 class GenerationForm(forms.Form):
     """Selection parameters for publishing the next generation; initial values are the
-    SELECTION_* settings, and the overlap may be left empty for its setting."""
+    SELECTION_* settings, and the overlap and the judge display may be left empty for theirs."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        optional = {"overlap_share", "overlap_labelers"}
+        optional = {"overlap_share", "overlap_labelers", "judge_display"}
         required = set(names(SelectionParams)) - optional
         self.fields.update(form_fields(SelectionParams, required=required))
 

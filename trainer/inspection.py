@@ -1,6 +1,8 @@
 """Reads for the inspection pages: the PRM's step scores beside the human ratings (the
-disagreements), one solution inspected step by step with its rollout estimates, and how
-rollout labels agree with human ones."""
+disagreements), one solution inspected step by step with every label source (human ratings,
+rollout estimates, the newest judge run's rating and reason, the PRM's score) and the consensus
+verdict training with `label_source: consensus` would use, and how rollout labels agree with
+human ones."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,7 +23,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Abs
 
-from labeling.agreement import labels_of
+from labeling.agreement import labels_of, training_label
+from labeling.judge_display import JudgeShown
 from labeling.models import (
     Labeler,
     LabelingSession,
@@ -31,6 +34,7 @@ from labeling.models import (
 from trainer.models import ModelVersion, RolloutLabel, SamplingRun
 from trainer.sampling import label_sources
 from trainer.sampling.rollouts import rollout_labels_of
+from trainer.training import consensus
 from trainer.training.selectors import active_model_version
 
 
@@ -173,6 +177,8 @@ class InspectedStep:
     prm_score: float | None
     ratings: list[HumanRating] = field(default_factory=list)
     rollouts: list[RolloutEstimate] = field(default_factory=list)  # one per inspected run
+    judge: JudgeShown | None = None  # the newest judge run's label of the step
+    verdict: consensus.Verdict | None = None
 
     @property
     def worst(self) -> float | None:
@@ -198,6 +204,10 @@ class SolutionInspection:
     active_version: ModelVersion | None
     neutral_as_positive: bool
     rollout_runs: list[RolloutRunOfSolution] = field(default_factory=list)
+    # The consensus verdicts' sources, and the runs they read (each source's newest).
+    consensus_sources: tuple[str, ...] = ()
+    consensus_rollout_run: int | None = None
+    judge_run: int | None = None
 
     @property
     def scored_by_active(self) -> bool:
@@ -210,12 +220,16 @@ class SolutionInspection:
         return max(gaps) if gaps else None
 
 
-def solution_inspection(*, solution_id: int) -> SolutionInspection:
-    """One solution's steps, each with its PRM step score and every submitted human rating.
+def solution_inspection(
+    *, solution_id: int, sources: tuple[str, ...] = consensus.DEFAULT_SOURCES
+) -> SolutionInspection:
+    """One solution's steps, each with its PRM step score, every submitted human rating, the
+    rollout estimates of each sampling run, the newest judge run's label, and the verdict of
+    the consensus of `sources`.
 
     The scores are whatever `Solution.prm_step_scores` holds (`scored_by_active` tells
-    whether the active version wrote them; activation rescores every solution). Raises
-    Solution.DoesNotExist.
+    whether the active version wrote them; activation rescores every solution; the consensus
+    reads the active version's only). Raises Solution.DoesNotExist.
     """
     solution = Solution.objects.select_related("problem", "prm_model_version__training_run").get(
         pk=solution_id
@@ -254,14 +268,37 @@ def solution_inspection(*, solution_id: int) -> SolutionInspection:
             )
         )
     submitted = LabelingSession.objects.filter(solution=solution, submitted_at__isnull=False)
-    return SolutionInspection(
+    inspected = SolutionInspection(
         solution=solution,
         steps=steps,
         sessions=submitted.count(),
         active_version=active_model_version(),
         neutral_as_positive=neutral,
         rollout_runs=_rollout_columns(solution=solution, steps=steps, submitted=submitted),
+        consensus_sources=sources,
     )
+    _consensus_columns(inspected, submitted=submitted)
+    return inspected
+
+
+def _consensus_columns(inspected: SolutionInspection, *, submitted: QuerySet) -> None:
+    """Each step's newest judge label and its consensus verdict (`trainer.training.consensus`,
+    the rule training uses), the human side being the label training uses of the solution."""
+    solution = inspected.solution
+    labels = labels_of(submitted).get(solution.pk, [])
+    human = training_label(labels, gold=solution.gold_ratings).ratings if labels else {}
+    machine = consensus.machine_labels(solution_ids=[solution.pk])[solution.pk]
+    inspected.consensus_rollout_run = machine.rollout_run_id
+    inspected.judge_run = machine.judge_run_id
+    verdicts = consensus.solution_verdicts(
+        steps=len(inspected.steps),
+        human=human,
+        machine=machine,
+        sources=inspected.consensus_sources,
+    )
+    for step, verdict in zip(inspected.steps, verdicts, strict=True):
+        step.judge = machine.judge.get(step.index)
+        step.verdict = verdict
 
 
 def _rollout_columns(

@@ -69,7 +69,7 @@ def freeze_trained_labels(*, run_id: int, **_signal) -> None:
     run = TrainingRun.objects.filter(pk=run_id).values("snapshot_at", "params").first()
     if run is None or run["snapshot_at"] is None:
         return
-    if (run["params"] or {}).get("label_source", "human") in ("human", "both"):
+    if (run["params"] or {}).get("label_source", "human") in ("human", "both", "consensus"):
         corrections.mark_used(submitted_up_to=run["snapshot_at"])
 
 

@@ -129,7 +129,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
 class GenerationSerializer(serializers.ModelSerializer):
     class Meta:
         model = Generation
-        fields = ["id", "number", "model_version", "params", "created_at"]
+        fields = ["id", "number", "model_version", "params", "judge_display", "created_at"]
         read_only_fields = fields
 
 

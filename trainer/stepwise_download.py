@@ -28,6 +28,7 @@ EXAMPLE_PARAMS = (
     "generation_min",
     "generation_max",
     "label_source",
+    "consensus_sources",
     "rollout_estimate",
     "rollout_run",
     "neutral_as_positive",

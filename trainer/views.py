@@ -31,7 +31,8 @@ from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 from trainer.scoring.progress import scoring_progress
 from trainer.selection import progress as generation_progress
-from trainer.training import charts, model_versions, runs, selectors
+from trainer.training import charts, consensus, model_versions, runs, selectors
+from trainer.training.params import CONSENSUS_SOURCES, InvalidParams, TrainingParams
 
 
 def _require_researcher(request: HttpRequest) -> None:
@@ -204,12 +205,25 @@ DISAGREEMENTS_PER_PAGE = 25
 def solution_inspect(request: HttpRequest, solution_id: int) -> HttpResponse:
     _require_researcher(request)
     try:
-        inspected = inspection.solution_inspection(solution_id=solution_id)
+        # The consensus shown is that of the sources asked for, spelled as training takes them.
+        chosen = TrainingParams.from_dict(
+            {"consensus_sources": request.GET.get("consensus_sources")}
+        ).consensus_sources
+    except InvalidParams as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    try:
+        inspected = inspection.solution_inspection(
+            solution_id=solution_id, sources=consensus.chosen_sources(chosen)
+        )
     except Solution.DoesNotExist:
         raise Http404("No such solution.") from None
     for column in inspected.rollout_runs:
         column.url = _sampling_run_url(column.run.pk)
-    return render(request, "trainer/solution_inspect.html", {"inspection": inspected})
+    return render(
+        request,
+        "trainer/solution_inspect.html",
+        {"inspection": inspected, "consensus_choices": CONSENSUS_SOURCES, "chosen": chosen},
+    )
 
 
 def _sampling_run_url(run_id: int) -> str | None:

@@ -154,6 +154,10 @@ def _version(session: LabelingSession) -> dict:
                         "rating": rating.rating,
                         "flagged": rating.flagged,
                         "extra": rating.extra,
+                        # What was shown of the judge with it (labeling.judge_display).
+                        "judge_display": rating.judge_display,
+                        "judge_rating": rating.judge_rating,
+                        "judge_run_id": rating.judge_run_id,
                     }
                     for rating in step.ratings.all()
                 ],

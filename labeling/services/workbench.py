@@ -24,6 +24,7 @@ from django.utils import timezone
 from core import prm800k, rules
 from core.errors import Invalid
 from core.prepared import Prepared
+from labeling import judge_display
 from labeling.models import (
     IN_QUEUES,
     FinishReason,
@@ -357,13 +358,15 @@ def rate_step(
             # Plain inserts and updates, no get_or_create: the session's row lock already
             # serialises every rating of this session. (This is the hottest write.)
             chosen = None if rating == -1 else 0
+            # Beside the rating, what the labeler was shown of the judge with it.
+            judge = judge_display.shown(session).recorded(step_index)
             if step_index in rated:
                 StepLabel.objects.filter(session=session, index=step_index).update(
                     chosen_completion=chosen
                 )
                 StepRating.objects.filter(
                     step__session=session, step__index=step_index, completion_index=0
-                ).update(rating=rating, flagged=flagged)
+                ).update(rating=rating, flagged=flagged, **judge)
             else:
                 step = StepLabel.objects.create(
                     session=session, index=step_index, chosen_completion=chosen
@@ -374,6 +377,7 @@ def rate_step(
                     text=steps[step_index],
                     rating=rating,
                     flagged=flagged,
+                    **judge,
                 )
             own[step_index] = (rating, flagged)
             gone = rules.dropped(progress, step_index=step_index, rating=rating)

@@ -20,13 +20,27 @@ def rate_buttons(item, choices) -> str:
     order. data-rated and data-flagged are what is stored.
     """
     return _drawn(
-        item.index, item.completion or 0, item.rating, bool(item.flagged), item.key, choices
+        item.index,
+        item.completion or 0,
+        item.rating,
+        bool(item.flagged),
+        item.key,
+        choices,
+        getattr(item, "suggestion", None),
     )
 
 
 # Steps x completions x ratings x flags: a few thousand states at real lengths (40 steps).
 @lru_cache(maxsize=16384)
-def _drawn(index: int, completion: int, rating: int | None, flagged: bool, key: str, choices):
+def _drawn(
+    index: int,
+    completion: int,
+    rating: int | None,
+    flagged: bool,
+    key: str,
+    choices,
+    suggestion: int | None = None,
+):
     step = index + 1
     label = f"Rate alternative {completion} of step {step}" if completion else f"Rate step {step}"
     stored = (
@@ -34,13 +48,15 @@ def _drawn(index: int, completion: int, rating: int | None, flagged: bool, key: 
         if rating is not None
         else ""
     )
+    # The judge's suggestion (confirm) is marked on its button, never pressed for the labeler.
     buttons = format_html_join(
         "",
-        '<button type="button" class="{}{}" data-rating="{}" aria-pressed="{}">{}</button>',
+        '<button type="button" class="{}{}{}" data-rating="{}" aria-pressed="{}">{}</button>',
         (
             (
                 css,
                 " chosen" if rating == value else "",
+                " suggested" if suggestion == value else "",
                 value,
                 "true" if rating == value else "false",
                 text,

@@ -16,7 +16,7 @@ from labeling import quality
 from labeling.models import Problem, ProblemReport, Solution
 from labeling.services import reports
 from labeling.services.workbench import next_session, rate_step, submit_session
-from trainer.selection.services import unlabeled_pool
+from trainer.selection.pool import unlabeled_pool
 
 pytestmark = pytest.mark.django_db
 

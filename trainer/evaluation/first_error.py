@@ -20,6 +20,7 @@ from django.db.models import Max, QuerySet
 
 from labeling.first_error import Source, position, register_source, step_counts
 from trainer.judging.models import JudgeLabel
+from trainer.judging.selectors import newest_judge_labels
 from trainer.sampling.models import ImportedLabel, RolloutLabel
 from trainer.sampling.rollouts import latest_run_labels, rollout_labels_of
 
@@ -68,17 +69,10 @@ def _judge_labeled() -> QuerySet:
 
 
 def judge_positions(*, solution_ids: list[int]) -> dict[int, int]:
-    steps, newest, ratings = step_counts(solution_ids), {}, {}
-    for solution_id, run_id, index, rating in (
-        JudgeLabel.objects.filter(solution_id__in=solution_ids)
-        .order_by("solution_id", "-run_id", "index")
-        .values_list("solution_id", "run_id", "index", "rating")
-    ):
-        if newest.setdefault(solution_id, run_id) == run_id:
-            ratings.setdefault(solution_id, {})[index] = rating
-    found = {}
-    for solution_id, rated in ratings.items():
-        decided = position(ratings=rated, steps=steps[solution_id])
+    steps, found = step_counts(solution_ids), {}
+    for solution_id, labels in newest_judge_labels(solution_ids=solution_ids).items():
+        ratings = {index: label.rating for index, label in labels.items()}
+        decided = position(ratings=ratings, steps=steps[solution_id])
         if decided is not None:
             found[solution_id] = decided
     return found

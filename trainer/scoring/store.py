@@ -18,7 +18,8 @@ alone (a broken model, a device out of memory) stops the scoring, to be run agai
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -105,6 +106,37 @@ def scored_updates(
     return updates
 
 
+def member_scores(
+    *,
+    prm: PRM,
+    solution_ids: Iterable[int],
+    passes: int,
+    dropout: float,
+    seed: int,
+    batch_size: int = 32,
+    chunk_size: int | None = None,
+) -> Iterator[tuple[int, list[list[float]]]]:
+    """`score_and_store`'s chunks and batches for an ensemble of heads, writing nothing: per
+    solution id (with steps), each member's step scores (`PRM.member_step_scores`). A solution
+    that cannot be scored alone is left out."""
+    configure_threads()
+    ids = sorted(set(solution_ids))
+    chunk = chunk_size or settings.PRM_SCORE_CHUNK
+    score = partial(prm.member_step_scores, passes=passes, dropout=dropout, seed=seed)
+    for start in range(0, len(ids), chunk):
+        rows = [
+            row
+            for row in Solution.objects.filter(pk__in=ids[start : start + chunk])
+            .order_by("pk")
+            .values_list("pk", "problem__text", "steps")
+            if row[2]
+        ]
+        if rows:
+            for pk, result in _score_chunk(prm, rows, batch_size=batch_size, score=score).items():
+                if not isinstance(result, str):
+                    yield pk, result
+
+
 def write_scores(updates: list[Solution]) -> None:
     """Write what `scored_updates` made; the caller holds the chunk's transaction."""
     for start in range(0, len(updates), SOLUTION_WRITE_CHUNK):
@@ -112,11 +144,17 @@ def write_scores(updates: list[Solution]) -> None:
 
 
 def _score_chunk(
-    prm: PRM, rows: list[tuple[int, str, list[str]]], *, batch_size: int
+    prm: PRM,
+    rows: list[tuple[int, str, list[str]]],
+    *,
+    batch_size: int,
+    score: Callable | None = None,
 ) -> dict[int, Scored | str]:
-    """Per solution id, its scores, or the error that kept that solution alone from a score."""
+    """Per solution id, its scores (by `score`, default `prm.score_solutions`), or the error that
+    kept that solution alone from a score."""
+    score = score or prm.score_solutions
     try:
-        scored = prm.score_solutions(
+        scored = score(
             problems=[text for _, text, _ in rows],
             steps=[steps for _, _, steps in rows],
             batch_size=batch_size,
@@ -129,7 +167,7 @@ def _score_chunk(
     results: dict[int, Scored | str] = {}
     for pk, text, steps in rows:
         try:
-            results[pk] = prm.score_solutions(problems=[text], steps=[steps])[0]
+            results[pk] = score(problems=[text], steps=[steps])[0]
         except Exception as exc:
             logger.exception("Solution %s cannot be scored; it keeps no score", pk)
             results[pk] = f"{type(exc).__name__}: {exc}"[:500]

@@ -26,9 +26,11 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
    the remainder. `uniform` samples at random (the baseline). `uncertainty` takes the scores
    nearest 0.5. `disagreement` takes the solutions whose first error the machine label
    sources (rollouts, judge, this version's PRM: `trainer.selection.disagreement`) put
-   furthest apart, then a random sample of the rest. Every strategy takes at most
-   `per_problem_cap` solutions per problem, and ties are broken by a seeded hash of the
-   solution id, so the same pool and seed give the same generation.
+   furthest apart, then a random sample of the rest. `ensemble_uncertainty` takes the
+   solutions whose score the members of the PRM's MC-dropout ensemble put furthest apart
+   (`trainer.selection.ensemble`: one more backbone pass over the scored pool). Every
+   strategy takes at most `per_problem_cap` solutions per problem, and ties are broken by a
+   seeded hash of the solution id, so the same pool and seed give the same generation.
 5. `quality_control_count` quality-control solutions are reserved on top of the batch and
    served to every labeler while the generation is current: solutions with gold ratings
    first (agreement is measured against gold), then seeded-random ones from what is left of
@@ -40,10 +42,9 @@ A generation is built the way *Let's Verify Step by Step* built theirs:
    (`labeling.services.overlap`), for agreement between labelers.
 """
 
-import heapq
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,18 +55,22 @@ from core import locks
 from core.errors import Conflict, Invalid
 from core.params import Params, like, param
 from labeling.models import SOLUTION_WRITE_CHUNK, Generation, SelectionReason, Solution
-from labeling.selectors import has_submitted_label
 from labeling.services import overlap
-from trainer.selection import disagreement
+from trainer.selection.pool import (
+    SCORE_FIELDS,
+    as_candidates,
+    ensemble_uncertainties,
+    pool_rows,
+    score_pool,
+    shortlist,
+)
 from trainer.selection.strategies import (
     DEFAULT_STRATEGY,
-    SHORTLISTS,
     STRATEGIES,
     Candidate,
     Pick,
     at_random,
     in_order,
-    tiebreak,
 )
 from trainer.training.models import ModelVersion
 
@@ -155,6 +160,12 @@ class SelectionParams(Params):
         label="Labelers per overlapping solution",
     )
     seed: int = param(0, label="Seed", help="Breaks ties.", low=0, high=2**31 - 1)
+    judge_display: str = param(
+        setting="SELECTION_JUDGE_DISPLAY",
+        label="Judge labels shown",
+        help="What labelers see of the judge (labeling.judge_display).",
+        choices=dict(Generation.JudgeDisplay.choices),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -165,124 +176,6 @@ class SelectionParams(Params):
 
 
 # --- publishing a generation (the write) ------------------------------------------------------
-
-
-def unlabeled_pool() -> QuerySet[Solution]:
-    """Solutions selection may pick: unlabeled, not quality control or screening, problem not
-    marked bad (an open report alone keeps it in the pool)."""
-    return Solution.objects.filter(
-        problem__is_bad=False, is_quality_control=False, is_screening=False
-    ).exclude(has_submitted_label())
-
-
-def _score_pool(*, model_version: ModelVersion | None, prm: "PRM | None") -> int:
-    """Score what this version has not scored yet, through its chunks (`trainer.scoring.chunks`):
-    pending chunks are scored here, chunks other workers hold are waited for. Returns how many
-    solutions this selection scored."""
-    if model_version is None:
-        return 0
-    from trainer.scoring import chunks as scoring
-
-    return scoring.score_in_process(model_version=model_version, prm=prm)
-
-
-def _as_candidates(
-    rows, *, model_version: ModelVersion | None, disagreements: Mapping[int, float] | None = None
-) -> Iterator[Candidate]:
-    # A score written by another version (a rescore raced this selection) is not this
-    # version's opinion: such a solution counts as unscored, as every one does without a model.
-    own = model_version.pk if model_version is not None else None
-    apart = disagreements or {}
-    return (
-        Candidate(
-            pk,
-            problem_id,
-            score if own is not None and version_id == own else None,
-            ok,
-            apart.get(pk),
-        )
-        for pk, problem_id, score, version_id, ok in rows
-    )
-
-
-SCORE_FIELDS = ("pk", "problem_id", "prm_score", "prm_model_version_id", "is_correct")
-POOL_READ_CHUNK = 5000
-
-
-class _Best:
-    """The `size` first candidates of an order, kept in a bounded heap as they stream by."""
-
-    def __init__(self, *, size: int, key: Callable) -> None:
-        self.size, self.key = size, key
-        self._heap: list[tuple] = []
-
-    def offer(self, candidate: Candidate, *, tie: int) -> None:
-        """`tie`: the candidate's `tiebreak` with the selection's seed."""
-        if self.size <= 0:
-            return
-        # `in_order`'s sort key, negated: the heap's top is the last one kept.
-        order = (*self.key(candidate), tie)
-        entry = (tuple(-x for x in order), -candidate.solution_id, candidate)
-        if len(self._heap) < self.size:
-            heapq.heappush(self._heap, entry)
-        elif entry > self._heap[0]:
-            heapq.heapreplace(self._heap, entry)
-
-    def __iter__(self):
-        return (candidate for _, _, candidate in self._heap)
-
-
-@dataclass
-class Shortlist:
-    """What a selection can still pick, read from the pool in one pass: per problem what the
-    strategy can reach (SHORTLISTS), and the first seeded-random ones quality control can."""
-
-    candidates: list[Candidate]
-    random: list[Candidate]
-    pool: int  # solutions read
-
-
-def shortlist(
-    rows: Iterable[Candidate],
-    *,
-    strategy: str,
-    per_problem_cap: int,
-    random_count: int,
-    seed: int,
-) -> Shortlist:
-    """Stream candidates into bounded heaps: memory grows with problems × cap, not the pool.
-    The strategies pick the same from `candidates` as from every row (same seed)."""
-    per_problem: dict[int, list[tuple[Callable | None, _Best]]] = {}
-    random = _Best(size=random_count, key=at_random)
-    pool = 0
-    for candidate in rows:
-        pool += 1
-        tie = tiebreak(seed=seed, solution_id=candidate.solution_id)
-        heaps = per_problem.get(candidate.problem_id)
-        if heaps is None:
-            heaps = per_problem[candidate.problem_id] = [
-                (which, _Best(size=per_problem_cap, key=key)) for which, key in SHORTLISTS[strategy]
-            ]
-        for which, best in heaps:
-            if which is None or which(candidate):
-                best.offer(candidate, tie=tie)
-        random.offer(candidate, tie=tie)
-    kept: dict[int, Candidate] = {}
-    for heaps in per_problem.values():
-        for _, best in heaps:
-            kept.update((c.solution_id, c) for c in best)
-    return Shortlist(candidates=list(kept.values()), random=list(random), pool=pool)
-
-
-def _pool_rows(*, model_version: ModelVersion | None, strategy: str) -> Iterator[Candidate]:
-    rows = unlabeled_pool().values_list(*SCORE_FIELDS).iterator(chunk_size=POOL_READ_CHUNK)
-    # Only the strategy that orders by it pays for reading the label sources.
-    apart = (
-        disagreement.disagreements(pool=unlabeled_pool(), model_version=model_version)
-        if strategy == "disagreement"
-        else None
-    )
-    return _as_candidates(rows, model_version=model_version, disagreements=apart)
 
 
 def _gold() -> QuerySet[Solution]:
@@ -303,7 +196,7 @@ def _quality_control(
     if count <= 0:
         return []
     gold = list(
-        _as_candidates(
+        as_candidates(
             _gold().exclude(pk__in=chosen).values_list(*SCORE_FIELDS),
             model_version=model_version,
         )
@@ -388,7 +281,11 @@ def publish_generation(
         if done is not None:
             logger.info("Selection %s already published %s.", request_id, done)
             return done
-    scored = _score_pool(model_version=model_version, prm=prm)
+    scored = score_pool(model_version=model_version, prm=prm)
+    # A backbone pass over the pool, like the scoring: before the lock, not inside it.
+    epistemic = ensemble_uncertainties(
+        model_version=model_version, strategy=params.strategy, seed=params.seed, prm=prm
+    )
     try:
         with transaction.atomic():
             # Publications take turns from here: one that read the pool while another was
@@ -405,7 +302,9 @@ def publish_generation(
             # Enough random ones for quality control whatever the batch and the gold take.
             qc_count = params.quality_control_count
             listed = shortlist(
-                _pool_rows(model_version=model_version, strategy=params.strategy),
+                pool_rows(
+                    model_version=model_version, strategy=params.strategy, epistemic=epistemic
+                ),
                 strategy=params.strategy,
                 per_problem_cap=params.per_problem_cap,
                 random_count=qc_count and (qc_count + params.batch_size + _gold().count()),
@@ -440,10 +339,21 @@ def publish_generation(
                     Counter(str(pick.reason) for pick in picks + quality_control_picks)
                 ),
             }
+            if epistemic is not None:
+                from trainer.selection.ensemble import DROPOUT, PASSES
+
+                recorded["ensemble"] = {
+                    "passes": PASSES,
+                    "dropout": DROPOUT,
+                    "uncertain": len(epistemic),
+                }
             if request_id:
                 recorded["request_id"] = request_id
             generation = Generation.objects.create(
-                number=next_generation_number(), model_version=model_version, params=recorded
+                number=next_generation_number(),
+                model_version=model_version,
+                params=recorded,
+                judge_display=params.judge_display,
             )
             _record(
                 generation=generation,

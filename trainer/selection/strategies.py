@@ -1,10 +1,12 @@
 """The strategies of active learning: pure functions from candidates (a solution's score,
-its problem, whether its final answer is right and, for `disagreement`, how far apart the
-machine label sources put its first error) to the picks of a batch, registered by name in
-STRATEGIES. `trainer/selection/services.py` reads the pool and publishes what they pick."""
+its problem, whether its final answer is right, for `disagreement` how far apart the machine
+label sources put its first error, and for `ensemble_uncertainty` how far apart the members of
+the PRM's ensemble score it) to the picks of a batch, registered by name in STRATEGIES.
+`trainer/selection/services.py` reads the pool and publishes what they pick."""
 
 import hashlib
 import math
+import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +27,10 @@ class Candidate:
     # How many steps apart the machine label sources put its first error (`spread`); None
     # when fewer than two decide one. Read only for the `disagreement` strategy.
     disagreement: float | None = None
+    # The PRM's epistemic uncertainty about it (`epistemic_uncertainty` of its ensemble's
+    # solution scores); None when the version did not score it. Read only for
+    # `ensemble_uncertainty`.
+    epistemic: float | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,16 @@ def most_disagreeing(c: Candidate) -> tuple:
     # Sources that agree, and solutions fewer than two sources decide, are equally without
     # disagreement: both come after, in seeded-random order.
     return (-(c.disagreement or 0.0),)
+
+
+def most_uncertain(c: Candidate) -> tuple:
+    return (c.epistemic is None, -(c.epistemic or 0.0))
+
+
+def epistemic_uncertainty(member_scores: Sequence[float]) -> float:
+    """How far apart the members of an ensemble score one solution: the standard deviation of
+    their solution scores (over the members, not a sample's estimate)."""
+    return statistics.pstdev(member_scores)
 
 
 def spread(positions: Sequence[int]) -> float | None:
@@ -174,17 +190,59 @@ def disagreement(
 ) -> list[Pick]:
     """The solutions whose first error the machine sources (rollouts, judge, PRM) put furthest
     apart, most first; then, when too few disagree, a seeded random sample of the rest."""
+    return _by_signal(
+        candidates,
+        key=most_disagreeing,
+        signal=lambda c: bool(c.disagreement),
+        reason=SelectionReason.DISAGREEMENT,
+        batch_size=batch_size,
+        per_problem_cap=per_problem_cap,
+        seed=seed,
+    )
+
+
+def ensemble_uncertainty(
+    candidates: Sequence[Candidate],
+    *,
+    batch_size: int,
+    per_problem_cap: int,
+    wrong_share: float,
+    seed: int,
+) -> list[Pick]:
+    """The solutions the PRM is least sure of in the ActPRM sense (the members of its ensemble
+    disagree most on their score, `trainer.selection.ensemble`), most first; then, those the
+    version did not score, a seeded random sample (recorded as `uniform`)."""
+    return _by_signal(
+        candidates,
+        key=most_uncertain,
+        signal=lambda c: c.epistemic is not None,
+        reason=SelectionReason.UNCERTAINTY,
+        batch_size=batch_size,
+        per_problem_cap=per_problem_cap,
+        seed=seed,
+    )
+
+
+def _by_signal(
+    candidates: Sequence[Candidate],
+    *,
+    key: Callable,
+    signal: Callable[[Candidate], bool],
+    reason: str,
+    batch_size: int,
+    per_problem_cap: int,
+    seed: int,
+) -> list[Pick]:
+    """The batch in `key`'s order (which puts the candidates without the signal last, in
+    seeded-random order): picks with the signal for `reason`, the rest as `uniform` ones."""
     picks = _take(
-        in_order(candidates, seed=seed, key=most_disagreeing),
+        in_order(candidates, seed=seed, key=key),
         count=batch_size,
         cap=per_problem_cap,
         taken=Counter(),
-        reason=SelectionReason.DISAGREEMENT,
+        reason=reason,
     )
-    return [
-        pick if pick.candidate.disagreement else Pick(pick.candidate, SelectionReason.UNIFORM)
-        for pick in picks
-    ]
+    return [p if signal(p.candidate) else Pick(p.candidate, SelectionReason.UNIFORM) for p in picks]
 
 
 Strategy = Callable[..., list[Pick]]
@@ -193,6 +251,7 @@ STRATEGIES: dict[str, Strategy] = {
     "uniform": uniform,
     "uncertainty": uncertainty,
     "disagreement": disagreement,
+    "ensemble_uncertainty": ensemble_uncertainty,
 }
 DEFAULT_STRATEGY = "convincing_wrong_answer"
 
@@ -212,5 +271,6 @@ SHORTLISTS: dict[str, tuple[tuple[Callable[[Candidate], bool] | None, Callable],
     "uniform": ((None, at_random),),
     "uncertainty": ((None, nearest_half),),
     "disagreement": ((None, most_disagreeing),),
+    "ensemble_uncertainty": ((None, most_uncertain),),
 }
 assert set(SHORTLISTS) == set(STRATEGIES)

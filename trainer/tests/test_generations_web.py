@@ -174,6 +174,7 @@ FORM = {
     "overlap_share": 0.25,
     "overlap_labelers": 3,
     "seed": 4,
+    "judge_display": "confirm",
 }
 
 

@@ -129,7 +129,8 @@ def test_the_selection_form_api_and_command_take_the_same_parameters():
         (
             {"strategy": "best"},
             "strategy",
-            "strategy must be one of convincing_wrong_answer, uniform, uncertainty, disagreement.",
+            "strategy must be one of convincing_wrong_answer, uniform, uncertainty, disagreement, "
+            "ensemble_uncertainty.",
         ),
         (
             {"batch_size": 0, "quality_control_count": 0},

@@ -20,7 +20,8 @@ from trainer import pipeline, tasks
 from trainer.models import ModelVersion, ScoringChunk
 from trainer.scoring import chunks as scoring
 from trainer.selection import services as selection
-from trainer.selection.services import choose, shortlist
+from trainer.selection.pool import shortlist
+from trainer.selection.services import choose
 from trainer.selection.strategies import SHORTLISTS, STRATEGIES, Candidate, in_order
 from trainer.training.ml.prm import PRM, PRMSettings
 

@@ -390,6 +390,7 @@ def test_selection_params_default_to_the_settings(settings):
         "overlap_share": 0.1,
         "overlap_labelers": 3,
         "seed": 0,
+        "judge_display": "hidden",
     }
     with pytest.raises(InvalidSelection, match="Unknown selection parameter"):
         selection.selection_params({"size": 3})

@@ -24,6 +24,12 @@ Imported labels (`trainer.sampling.imported`: ProcessBench, PRMBench, TRL files)
 source, chosen alone (`label_source: imported`): one example per imported label, in import
 order, with every step the dataset labels (a TRL row comes back as it went in). The session
 filters do not apply to them: they come from no session or generation.
+
+Consensus labels (`label_source: consensus`, `trainer.training.consensus`) merge the sources
+into one example per solution: every human label (the human example as above), and past where
+humans rated, the steps the chosen machine sources agree on (`consensus_steps` counts those).
+A solution no human labeled gives an example of consensus steps alone; a human example with
+no step to add stays as it is (source "human"). Human alternatives are kept as they are.
 """
 
 import hashlib
@@ -32,12 +38,12 @@ import random
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 
 from core.prm800k import RATINGS
 from labeling import agreement
 from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
-from trainer.training import gates
+from trainer.training import consensus, gates
 
 SESSION_CHUNK = 500
 
@@ -51,11 +57,12 @@ class Example:
     labels: list[int]  # -1 / 0 / 1 per step
     # Rollout examples only (the defaults are a human example's, and are left out of the
     # snapshot hash so that human data hashes as it always did):
-    source: str = "human"  # "human" | "rollout" | "imported"
+    source: str = "human"  # "human" | "rollout" | "imported" | "consensus"
     targets: list[float] | None = None  # soft estimate: p(+1) per step; p(-1) = 1 - it
     weight: float = 1.0  # weight of the example in the loss
     sampling_run_id: int | None = None  # the sampling run whose rollout labels these are
     imported_label_id: int | None = None  # the imported label (file, format, row) it is
+    consensus_steps: int = 0  # of its labels, those the machine sources' consensus gave
 
 
 def build_examples(
@@ -127,6 +134,14 @@ def build_training_examples(*, params) -> list[Example]:
         )
     if params.label_source == "imported":
         examples += imported_examples()
+    if params.label_source == "consensus":
+        examples += consensus_examples(
+            sources=consensus.chosen_sources(params.consensus_sources),
+            include_quality_control=params.include_quality_control,
+            include_screening=params.include_screening,
+            generation_min=params.generation_min,
+            generation_max=params.generation_max,
+        )
     # Problems held out as an evaluation set (trainer.evaluation) are never trained on.
     return [e for e in examples if e.problem_id not in gates.held_out_problem_ids()]
 
@@ -179,14 +194,13 @@ def rollout_examples(
     solutions = Solution.objects.filter(rollout_labels__isnull=False)
     if run_id is not None:
         solutions = solutions.filter(rollout_labels__sampling_run_id=run_id)
-    if not include_quality_control:
-        solutions = solutions.filter(is_quality_control=False)
-    if not include_screening:
-        solutions = solutions.filter(is_screening=False).exclude(generation__number=-1)
-    if generation_min is not None:
-        solutions = solutions.filter(generation__number__gte=generation_min)
-    if generation_max is not None:
-        solutions = solutions.filter(generation__number__lte=generation_max)
+    solutions = _kept(
+        solutions,
+        include_quality_control=include_quality_control,
+        include_screening=include_screening,
+        generation_min=generation_min,
+        generation_max=generation_max,
+    )
     ids = sorted(set(solutions.values_list("pk", flat=True)))
     examples: list[Example] = []
     for start in range(0, len(ids), SESSION_CHUNK):
@@ -213,6 +227,99 @@ def rollout_examples(
             if example is not None:
                 examples.append(example)
     return examples
+
+
+def _kept(
+    solutions: QuerySet[Solution],
+    *,
+    include_quality_control: bool,
+    include_screening: bool,
+    generation_min: int | None,
+    generation_max: int | None,
+) -> QuerySet[Solution]:
+    """The solutions the data filters keep, read on the solution as they are on a session."""
+    if not include_quality_control:
+        solutions = solutions.filter(is_quality_control=False)
+    if not include_screening:
+        solutions = solutions.filter(is_screening=False).exclude(generation__number=-1)
+    if generation_min is not None:
+        solutions = solutions.filter(generation__number__gte=generation_min)
+    if generation_max is not None:
+        solutions = solutions.filter(generation__number__lte=generation_max)
+    return solutions
+
+
+def consensus_examples(
+    *,
+    sources: tuple[str, ...] = consensus.DEFAULT_SOURCES,
+    include_quality_control: bool = True,
+    include_screening: bool = False,
+    generation_min: int | None = None,
+    generation_max: int | None = None,
+) -> list[Example]:
+    """Human examples (in session order), each extended past where humans stopped by the
+    consensus of `sources`; then one example per solution no human labeled whose first steps
+    the sources agree on (in solution order). See `trainer.training.consensus`."""
+    filters = {
+        "include_quality_control": include_quality_control,
+        "include_screening": include_screening,
+        "generation_min": generation_min,
+        "generation_max": generation_max,
+    }
+    human = build_examples(**filters)
+    own = {e.solution_id: e for e in human if e.solution_id is not None}
+    labeled = Q()
+    if "rollout" in sources:
+        labeled |= Q(rollout_labels__isnull=False)
+    if "judge" in sources:
+        labeled |= Q(judge_labels__isnull=False)
+    if "prm" in sources:
+        labeled |= Q(prm_model_version__is_active=True)
+    machine_ids = set(
+        _kept(Solution.objects.filter(labeled), **filters).values_list("pk", flat=True)
+    )
+    ids = sorted(machine_ids | own.keys())
+    merged: dict[int, Example | None] = {}
+    for start in range(0, len(ids), SESSION_CHUNK):
+        chunk = ids[start : start + SESSION_CHUNK]
+        machine = consensus.machine_labels(solution_ids=chunk, sources=sources)
+        rows = Solution.objects.filter(pk__in=chunk).order_by("pk")
+        for pk, problem_id, problem, steps in rows.values_list(
+            "pk", "problem_id", "problem__text", "steps"
+        ):
+            mine = own.get(pk)
+            verdicts = consensus.example_prefix(
+                consensus.solution_verdicts(
+                    steps=len(steps),
+                    human=dict(enumerate(mine.labels)) if mine is not None else {},
+                    machine=machine[pk],
+                    sources=sources,
+                )
+            )
+            added = sum(v.origin == consensus.CONSENSUS for v in verdicts)
+            if not added:
+                merged[pk] = mine  # nothing past the human label (or nothing at all)
+                continue
+            merged[pk] = Example(
+                problem_id=problem_id,
+                solution_id=pk,
+                problem=problem,
+                steps=steps[: len(verdicts)],
+                labels=[v.label for v in verdicts],
+                source="consensus",
+                consensus_steps=added,
+            )
+    examples = [merged.get(e.solution_id) if e.solution_id is not None else e for e in human]
+    examples += [merged[pk] for pk in ids if pk not in own]
+    return [e for e in examples if e is not None]
+
+
+def label_counts(examples: list[Example]) -> tuple[int, int]:
+    """(step labels from humans, step labels from the consensus) of human and consensus
+    examples, each step of each example counted."""
+    kept = [e for e in examples if e.source in ("human", "consensus")]
+    consensus_steps = sum(e.consensus_steps for e in kept)
+    return sum(len(e.labels) for e in kept) - consensus_steps, consensus_steps
 
 
 def _rollout_example(
@@ -371,6 +478,7 @@ def snapshot_hash(examples: list[Example]) -> str:
         "weight": 1.0,
         "sampling_run_id": None,
         "imported_label_id": None,
+        "consensus_steps": 0,
     }
     for example in examples:
         row = {k: v for k, v in asdict(example).items() if k not in defaults or v != defaults[k]}

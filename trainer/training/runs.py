@@ -351,6 +351,8 @@ def _train(run: TrainingRun, recorder: RunRecorder):
             "rollout": "no rollout label",
             "both": "neither a submitted labeling session nor a rollout label",
             "imported": "no imported label (manage.py import_labels)",
+            "consensus": "no submitted labeling session and no step the consensus sources "
+            f"({params.consensus_sources}) agree on",
         }[params.label_source]
         raise NoTrainingData(f"No labeled examples: {wanted} matches this run's data filters.")
     train, held_out = dataset.split_by_problem(
@@ -370,6 +372,12 @@ def _train(run: TrainingRun, recorder: RunRecorder):
         f"Data: {len(examples)} examples ({len(train)} train, {len(held_out)} held out), "
         f"snapshot {digest[:12]}."
     )
+    if params.label_source == "consensus":
+        human, agreed = dataset.label_counts(examples)
+        recorder.log(
+            f"Step labels: {human} from humans, {agreed} from the consensus of "
+            f"{params.consensus_sources.replace(',', ' + ')}."
+        )
     start_from = _warm_start(params=params, base_model=base_model, recorder=recorder)
     if processes == 1:
         from trainer.training.ml.prm import PRM

@@ -21,7 +21,7 @@ from trainer.training.params import TrainingParams
 
 
 def _soft(params: TrainingParams) -> bool:
-    return params.label_source != "human" and params.rollout_estimate == "soft"
+    return params.label_source not in ("human", "consensus") and params.rollout_estimate == "soft"
 
 
 def stepwise_rows(

@@ -7,7 +7,8 @@ Everything a human loop does goes through the product's own code:
   `import_solutions` (which grade every final answer against the ground truth);
 - generation 1 is a seeded uniform sample (no model exists yet); every later generation is
   published by `trainer.selection.services.select_generation` with the active model version and the
-  strategy under test (`convincing_wrong_answer`, `uniform` or `uncertainty`);
+  strategy under test (`convincing_wrong_answer`, `uniform`, `uncertainty` or
+  `ensemble_uncertainty`);
 - simulated labelers label through `labeling.services.workbench` (next session -> rate until
   the first -1 -> submit), with a configurable noise rate;
 - the PRM is retrained from every submitted session as a recorded training run
@@ -49,6 +50,7 @@ from trainer.evaluation.simulation.labelers import label_generation, make_labele
 from trainer.evaluation.simulation.pool import SimulationRefused
 from trainer.selection import services as selection
 from trainer.selection import strategies
+from trainer.selection.pool import unlabeled_pool
 from trainer.training import model_versions, runs
 from trainer.training.ml.prm import PRM, solution_score
 from trainer.training.models import ModelVersion, TrainingRun
@@ -56,6 +58,7 @@ from trainer.training.params import TrainingParams
 
 # The strategies the simulated loop compares. Not `disagreement`: the simulation has no rollout
 # or judge labels yet (issue 31, item 7), so it would be a uniform sample under another name.
+# `ensemble_uncertainty` needs only the PRM, which the loop trains and passes to the selection.
 STRATEGIES = tuple(name for name in strategies.STRATEGIES if name != "disagreement")
 
 
@@ -148,9 +151,7 @@ def initial_generation(*, config: SimulationConfig, batch_size: int) -> Generati
     The order is a seeded hash of each solution's problem and content, not of its database
     id, so every strategy compared with the same seed starts from the same first generation.
     """
-    rows = selection.unlabeled_pool().values_list(
-        "pk", "problem_id", "problem__unique_id", "content_hash"
-    )
+    rows = unlabeled_pool().values_list("pk", "problem_id", "problem__unique_id", "content_hash")
     ordered = sorted(rows, key=lambda row: _digest(config.seed, row[2], row[3]))
     taken: Counter = Counter()
     picks: list[int] = []

@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -102,6 +102,7 @@ class PRMModule(nn.Module):
         labels: torch.Tensor | None = None,
         soft: torch.Tensor | None = None,
         weights: torch.Tensor | None = None,
+        head: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor | None, torch.Tensor]:
         """(loss, logits) at the selected positions, row-major.
 
@@ -114,6 +115,9 @@ class PRMModule(nn.Module):
         the distribution p(-1) = 1 - s, p(0) = 0, p(+1) = s instead of its label, and each
         position's cross-entropy counts `weights` times. Without them the loss is exactly the
         hard one.
+
+        `head` reads the hidden states at the selected positions instead of `self.head`
+        (`PRM.member_step_scores`: the head under dropout masks).
         """
         if labels is not None:
             positions = labels != IGNORE
@@ -124,7 +128,7 @@ class PRMModule(nn.Module):
             use_cache=False,
         ).last_hidden_state
         # Only the tag positions go through the head: the rest of the sequence is context.
-        logits = self.head(hidden[positions]).float()
+        logits = (head or self.head)(hidden[positions]).float()
         if labels is None:
             loss = None
         elif soft is None and weights is None:
@@ -387,7 +391,13 @@ class PRM:
         """
         return self._probabilities(self.encode_many(problems, steps), batch_size=batch_size)
 
-    def _probabilities(self, encodings: list[Encoded], *, batch_size: int) -> list[torch.Tensor]:
+    def _probabilities(
+        self,
+        encodings: list[Encoded],
+        *,
+        batch_size: int,
+        head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> list[torch.Tensor]:
         encoded = [e.input_ids for e in encodings]
         # Similar lengths in one batch waste little compute on padding.
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
@@ -401,21 +411,26 @@ class PRM:
                 # No attention mask: padding is on the right and attention is causal, so no
                 # real token can see a pad, and pads are never read. Without a mask, sdpa
                 # takes its fused causal kernel instead of materialising a padded mask.
-                _, logits = self.module(input_ids, positions=input_ids == self.step_tag_id)
+                _, logits = self.module(
+                    input_ids, positions=input_ids == self.step_tag_id, head=head
+                )
                 probs = logits.softmax(-1).cpu()
                 # Positions come out row-major: each row's tags, in step order.
                 offset = 0
                 for i in chunk:
                     n = encodings[i].steps
-                    out[i] = probs[offset : offset + n]
+                    out[i] = probs[..., offset : offset + n, :]
                     offset += n
         return out  # type: ignore[return-value]
 
     def step_scores_from(self, probs: torch.Tensor) -> list[float]:
-        ok = probs[:, CLASSES.index(1)]
+        return [float(x) for x in self._ok(probs)]
+
+    def _ok(self, probs: torch.Tensor) -> torch.Tensor:
+        ok = probs[..., CLASSES.index(1)]
         if self.settings.neutral_as_positive:
-            ok = ok + probs[:, CLASSES.index(0)]
-        return [float(x) for x in ok]
+            ok = ok + probs[..., CLASSES.index(0)]
+        return ok
 
     def score(
         self, *, problems: list[str], steps: list[list[str]], batch_size: int = 16
@@ -435,6 +450,43 @@ class PRM:
             Scored(step_scores=self.step_scores_from(p), truncated=e.truncated)
             for p, e in zip(probs, encodings, strict=True)
         ]
+
+    def member_step_scores(
+        self,
+        *,
+        problems: list[str],
+        steps: list[list[str]],
+        passes: int,
+        dropout: float,
+        seed: int,
+        batch_size: int = 16,
+    ) -> list[list[list[float]]]:
+        """Per solution, per member, p(step ok) of the steps that fit: the head reads the hidden
+        states at the tags through each member's dropout mask (`member_masks`), i.e. dropout at
+        the head's input (`trainer.selection.ensemble`). One backbone pass per batch serves
+        every member; only the head runs once per member."""
+        masks = member_masks(
+            hidden_size=self.module.head.in_features, passes=passes, dropout=dropout, seed=seed
+        ).to(self.device)
+
+        def head(hidden: torch.Tensor) -> torch.Tensor:
+            return self.module.head(hidden[None] * masks[:, None, :])
+
+        encodings = self.encode_many(problems, steps)
+        probs = self._probabilities(encodings, batch_size=batch_size, head=head)
+        return [self._ok(p).tolist() for p in probs]
+
+
+def member_masks(*, hidden_size: int, passes: int, dropout: float, seed: int) -> torch.Tensor:
+    """(passes, hidden_size) dropout masks: 0 where dropped, 1 / (1 - dropout) where kept.
+    Drawn on the CPU from `seed`, so the same seed gives the same members on any device."""
+    if passes < 2 or not 0.0 <= dropout < 1.0:
+        raise ValueError(
+            f"An ensemble needs passes >= 2 and 0 <= dropout < 1, not {passes}, {dropout}."
+        )
+    generator = torch.Generator().manual_seed(seed)
+    kept = torch.rand((passes, hidden_size), generator=generator) >= dropout
+    return kept.float() / (1.0 - dropout)
 
 
 # --- helpers ------------------------------------------------------------------------------
