@@ -145,8 +145,11 @@ INSERT_ROWS = 2000
 COPY_ROWS = 50_000
 
 
-def insert_rows(model: type[Model], columns: list[str], rows: list[tuple]) -> list[int]:
-    """Insert plain value rows (Python values, JSON as objects); return their new ids in order.
+def insert_rows(
+    model: type[Model], columns: list[str], rows: list[tuple], *, ids: bool = True
+) -> list[int]:
+    """Insert plain value rows (Python values, JSON as objects); return their new ids in order
+    (with `ids=False`, nothing: rows nothing refers to, such as ratings).
 
     On PostgreSQL the rows travel by COPY, with ids drawn from the table's sequence first:
     for the million step labels and ratings of a PRM800K import, building model instances
@@ -156,9 +159,28 @@ def insert_rows(model: type[Model], columns: list[str], rows: list[tuple]) -> li
     """
     if not rows:
         return []
+    if not ids and connection.vendor == "postgresql":
+        _copy_rows(model, columns, rows, ids=None)
+        return []
     if connection.vendor != "postgresql":
         objects = [model(**dict(zip(columns, row, strict=True))) for row in rows]
         return [o.pk for o in model.objects.bulk_create(objects, batch_size=INSERT_ROWS)]
+    meta = model._meta
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [meta.db_table, meta.pk.column, len(rows)],
+        )
+        new_ids = [pk for (pk,) in cursor.fetchall()]
+    _copy_rows(model, columns, rows, ids=new_ids)
+    return new_ids
+
+
+def _copy_rows(
+    model: type[Model], columns: list[str], rows: list[tuple], *, ids: list[int] | None
+) -> None:
+    """COPY the rows in, with these ids, or (None) each with its sequence's next one, drawn
+    by the server while it reads them, which costs no round trip of a million numbers."""
     meta, quote = model._meta, connection.ops.quote_name
     given = [meta.get_field(column.removesuffix("_id")) for column in columns]
     named = {f.column for f in given}
@@ -166,24 +188,23 @@ def insert_rows(model: type[Model], columns: list[str], rows: list[tuple]) -> li
     formats = [_copy_format(f) for f in given]
     # A default is one value for every row: formatted once.
     tail = "".join("\t" + _copy_format(f)(_default(f)) for f in defaulted)
-    names = [meta.pk.column, *(f.column for f in given), *(f.column for f in defaulted)]
+    names = [*(f.column for f in given), *(f.column for f in defaulted)]
+    if ids is not None:
+        names.insert(0, meta.pk.column)
+    sql = f"COPY {quote(meta.db_table)} ({', '.join(map(quote, names))}) FROM STDIN"
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-            [meta.db_table, meta.pk.column, len(rows)],
-        )
-        ids = [pk for (pk,) in cursor.fetchall()]
-        sql = f"COPY {quote(meta.db_table)} ({', '.join(map(quote, names))}) FROM STDIN"
         for start in range(0, len(rows), COPY_ROWS):
+            chunk = rows[start : start + COPY_ROWS]
+            if ids is None:
+                prefixes = [""] * len(chunk)
+            else:
+                prefixes = [f"{pk}\t" for pk in ids[start : start + COPY_ROWS]]
             lines = [
-                f"{pk}\t" + "\t".join([fmt(v) for fmt, v in zip(formats, row, strict=True)]) + tail
-                for pk, row in zip(
-                    ids[start : start + COPY_ROWS], rows[start : start + COPY_ROWS], strict=True
-                )
+                prefix + "\t".join([fmt(v) for fmt, v in zip(formats, row, strict=True)]) + tail
+                for prefix, row in zip(prefixes, chunk, strict=True)
             ]
             lines.append("")
             _copy(cursor.cursor, sql, "\n".join(lines))
-    return ids
 
 
 def _default(field) -> Any:

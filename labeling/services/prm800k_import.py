@@ -406,7 +406,10 @@ def _store_records(
         for index, completion in enumerate(completions)
     ]
     insert_rows(
-        StepRating, ["step_id", "completion_index", "text", "rating", "flagged", "extra"], ratings
+        StepRating,
+        ["step_id", "completion_index", "text", "rating", "flagged", "extra"],
+        ratings,
+        ids=False,
     )
     result.details["sessions"] += len(session_rows)
     result.details["ratings"] += len(ratings)
