@@ -17,7 +17,7 @@ are not labeled: the PRM is supervised up to the first error.
 """
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from generators import Generator, SamplingSettings, roll_out_prefixes
 from labeling.grading import grade_answer
@@ -138,6 +138,21 @@ def _every_step(
     return labels
 
 
+def bisect_first_bad(*, end: int, reaches: Callable[[int], bool]) -> int:
+    """The first prefix in [0, end) that cannot reach the answer, by binary search (OmegaPRM),
+    or `end` when every probe reached: assuming, as OmegaPRM does, that no prefix after one
+    that cannot reach can, it asks `reaches` about at most ceil(log2(end + 1)) prefixes, one
+    after another. The simulation prices search rollouts with it too."""
+    low, high = 0, end
+    while low < high:
+        middle = (low + high) // 2
+        if reaches(middle):
+            low = middle + 1
+        else:
+            high = middle
+    return high
+
+
 def search_solution(
     *,
     run: SamplingRun,
@@ -171,22 +186,17 @@ def search_solution(
         probed[last] = answer
     # Every step before `low` reaches; `high` is the first known bad step, or `last` when
     # the answer step is not (yet) known bad.
-    low, high = 0, last
+    high = last
     if answer is None or not answer.reached:
-        while low < high:
-            middle = (low + high) // 2
+
+        def reaches(index: int) -> bool:
             (label,) = _rolled_out(
-                run=run,
-                solution=solution,
-                indexes=[middle],
-                generator=generator,
-                settings=settings,
+                run=run, solution=solution, indexes=[index], generator=generator, settings=settings
             )
-            probed[middle] = label
-            if label.reached:
-                low = middle + 1
-            else:
-                high = middle
+            probed[index] = label
+            return bool(label.reached)
+
+        high = bisect_first_bad(end=last, reaches=reaches)
     first_bad = high if high in probed and not probed[high].reached else None
     end = first_bad + 1 if first_bad is not None else len(steps)
     labels = [probed[index] for index in sorted(probed) if index >= end]

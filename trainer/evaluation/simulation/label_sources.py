@@ -39,6 +39,7 @@ from trainer.evaluation.simulation.calibrate import CALIBRATION_PARAMS
 from trainer.evaluation.simulation.domain import Generator, Sample, make_problems
 from trainer.evaluation.simulation.labelers import session_ratings
 from trainer.evaluation.simulation.pool import SimulationRefused
+from trainer.sampling.rollouts import bisect_first_bad
 from trainer.training.dataset import Example
 from trainer.training.metrics import spread
 from trainer.training.ml.prm import PRM
@@ -104,6 +105,43 @@ def rollout_labels(generator: Generator, sample: Sample, *, rollouts: int) -> Ro
         if reached[-1] == 0:
             break
     return RolloutLabels(reached=tuple(reached), rollouts=rollouts, completions=completions)
+
+
+@dataclass(frozen=True)
+class SearchCost:
+    every_step: int  # completions of the product's every-step run (every step but the answer)
+    every_step_stopping: int  # ... stopping at the first step no rollout reaches from
+    search: int  # completions of the first-error search
+    same_first_error: bool
+
+
+def search_cost(generator: Generator, sample: Sample, *, rollouts: int) -> SearchCost:
+    """What the first-error search spends on `sample` against every-step rollouts, with the
+    same seeded rollouts (`label_sources.rollout_labels`' salts), so a probe of a step gives
+    what every-step rolling out of that step gives."""
+    salt = "\x1e".join(sample.texts)
+    last = len(sample.steps) - 1
+    calls = 0
+
+    def reaches(index: int) -> bool:
+        nonlocal calls
+        calls += rollouts
+        answers = (
+            generator.finish(sample.problem, sample.states[index], salt=f"{salt}\x1f{index}\x1f{r}")
+            for r in range(rollouts)
+        )
+        return any(answer == sample.problem.answer for answer in answers)
+
+    every = rollout_labels(generator, sample, rollouts=rollouts)
+    every_first_bad = next((i for i, r in enumerate(every.reached) if r == 0), None)
+    # A correct solution's answer step reaches: every step is good, nothing rolled out.
+    found = None if sample.is_correct else bisect_first_bad(end=last, reaches=reaches)
+    return SearchCost(
+        every_step=rollouts * last,
+        every_step_stopping=every.completions,
+        search=calls,
+        same_first_error=found == every_first_bad,
+    )
 
 
 def training_stream(generator: Generator, *, seed: int, per_problem: int) -> Iterator[Sample]:
@@ -262,7 +300,7 @@ def compare_label_sources(config: LabelSourcesConfig, *, emit: Emit | None = Non
             )
             if not bought.examples:
                 raise SimulationRefused(f"A budget of {config.budget:g} buys {source} nothing.")
-            prm = _train(bought.examples, config=config, seed=seed)
+            prm = train(bought.examples, config=config, seed=seed)
             step_scores, prm_scores = evaluation.score_test_set(prm, test.samples)
             row = {
                 "seed": seed,
@@ -294,7 +332,9 @@ def compare_label_sources(config: LabelSourcesConfig, *, emit: Emit | None = Non
     return {"config": data, "runs": rows}
 
 
-def _train(examples: list[Example], *, config: LabelSourcesConfig, seed: int) -> PRM:
+def train(examples: list[Example], *, config, seed: int) -> PRM:
+    """The tiny PRM trained on `examples` with the calibration recipe and `config`'s
+    learning rate, batch size, epochs and time limit (any config that has them)."""
     recipe = {**CALIBRATION_PARAMS, "learning_rate": config.learning_rate}
     recipe["batch_size"] = config.batch_size
     params = TrainingParams(

@@ -13,6 +13,7 @@ who flags a good step -1 stops there, as the guidelines ask.
 """
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -71,6 +72,27 @@ def session_ratings(truth: list[int], *, noise: float, rng: random.Random) -> li
     given: list[int] = []
     for true_rating in truth:
         given.append(noisy_rating(true_rating, noise=noise, rng=rng))
+        if given[-1] == -1:
+            break
+    return given
+
+
+def suggested_ratings(
+    truth: Sequence[int],
+    suggestion: Sequence[int],
+    *,
+    noise: float,
+    follow: float,
+    rng: random.Random,
+) -> list[int]:
+    """A session of a labeler shown a suggestion per step: with probability `follow` they take
+    it, else they rate as a labeler who saw nothing; steps the judge did not rate (after its
+    first -1) they rate on their own."""
+    given: list[int] = []
+    for index, true_rating in enumerate(truth):
+        own = noisy_rating(true_rating, noise=noise, rng=rng)
+        followed = index < len(suggestion) and rng.random() < follow
+        given.append(suggestion[index] if followed else own)
         if given[-1] == -1:
             break
     return given

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from trainer.evaluation.simulation import label_sources, loop, seeds
+from trainer.evaluation.simulation import label_sources, loop, seeds, triage
 
 
 class Command(BaseCommand):
@@ -17,7 +17,9 @@ class Command(BaseCommand):
         "once per seed of --seeds and reports mean ± sd over them; --calibrate measures how "
         "fast the tiny PRM learns the domain; "
         "--label-sources compares PRMs trained on human, rollout and mixed labels at equal "
-        "cost (no database writes)."
+        "cost (no database writes); --triage compares selection strategies, label sources "
+        "(rollouts, a simulated judge, consensus) and shown judge suggestions at equal human "
+        "budget (no database writes)."
     )
 
     def add_arguments(self, parser):
@@ -144,11 +146,34 @@ class Command(BaseCommand):
         parser.add_argument("--ls-test-problems", type=int, default=sources.test_problems)
         parser.add_argument("--ls-test-samples", type=int, default=sources.test_samples)
 
+        parser.add_argument(
+            "--triage",
+            action="store_true",
+            help="compare strategies, label sources and shown judge suggestions at equal human "
+            "budget over --seeds (no database writes; it uses --noise, --rollouts, "
+            "--per-problem-cap, --best-of, --trials, --epochs, --learning-rate, --batch-size, "
+            "--max-minutes, --ls-test-problems, --ls-test-samples, --out, --plot)",
+        )
+        parser.add_argument(
+            "--strategies",
+            default=",".join(triage.STRATEGIES),
+            help="with --triage: comma-separated, among " + ", ".join(triage.STRATEGIES),
+        )
+        for name, default in _triage_own_options():
+            parser.add_argument(
+                f"--{name.replace('_', '-')}",
+                type=type(default),
+                default=default,
+                help=f"with --triage: TriageConfig.{name}",
+            )
+
     def handle(self, *args, **options):
         if options["calibrate"]:
             return self._calibrate(options)
         if options["label_sources"]:
             return self._label_sources(options)
+        if options["triage"]:
+            return self._triage(options)
         config = self._config(options)
         if options["compare"]:
             return self._compare(config, options)
@@ -162,10 +187,7 @@ class Command(BaseCommand):
         except loop.SimulationRefused as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(loop.table(results))
-        payload = loop.result_dict(results)
-        if options["out"]:
-            options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
-            self.stdout.write(f"Results written to {options['out']}")
+        self._written(options, loop.result_dict(results))
         if options["plot"]:
             self._plotted(loop.plot(results, options["plot"]))
 
@@ -185,13 +207,17 @@ class Command(BaseCommand):
             self.stdout.write(loop.table(results))
         self.stdout.write(f"--- over seeds {', '.join(map(str, per_seed))} ---")
         self.stdout.write(seeds.table(payload["aggregate"]))
-        if options["out"]:
-            options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
-            self.stdout.write(f"Results written to {options['out']}")
+        self._written(options, payload)
         plot_path = options["plot"] or (options["out"] or Path("simulation.json")).with_suffix(
             ".png"
         )
         self._plotted(seeds.plot(payload["aggregate"], plot_path))
+
+    def _written(self, options, payload: dict) -> None:
+        """The results as JSON where --out says, if it does."""
+        if options["out"]:
+            options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
+            self.stdout.write(f"Results written to {options['out']}")
 
     def _plotted(self, written: Path | None) -> None:
         if written:
@@ -252,10 +278,39 @@ class Command(BaseCommand):
             f"step rolled out; seeds {', '.join(map(str, seed_list))} (mean ± std)."
         )
         self.stdout.write(label_sources.table(result))
-        if options["out"]:
-            payload = {**result, "summary": label_sources.summarize(result)}
-            options["out"].write_text(json.dumps(payload, indent=2), encoding="utf-8")
-            self.stdout.write(f"Results written to {options['out']}")
+        self._written(options, {**result, "summary": label_sources.summarize(result)})
+
+    def _triage(self, options):
+        config = self._config(options)
+        try:
+            triage_config = triage.TriageConfig(
+                seeds=seeds.parse_seeds(options["seeds"]),
+                strategies=tuple(s.strip() for s in options["strategies"].split(",") if s.strip()),
+                noise=config.noise,
+                rollouts=options["rollouts"],
+                per_problem_cap=config.per_problem_cap,
+                test_problems=options["ls_test_problems"],
+                test_samples=options["ls_test_samples"],
+                best_of=config.best_of,
+                trials=config.trials,
+                epochs=config.epochs,
+                learning_rate=config.learning_rate,
+                batch_size=config.batch_size,
+                max_minutes=config.max_minutes,
+                **{name: options[name] for name, _ in _triage_own_options()},
+            )
+            result = triage.compare(triage_config, emit=self.stderr.write)
+        except loop.SimulationRefused as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(
+            f"Equal human budget: {triage_config.human_budget} labeled solutions of a pool of "
+            f"{triage_config.pool_problems * triage_config.per_problem}; seeds "
+            f"{', '.join(map(str, triage_config.seeds))} (mean ± std)."
+        )
+        self.stdout.write(triage.table(result))
+        self._written(options, {**result, "summary": triage.summarize(result)})
+        plot_path = options["plot"] or (options["out"] or Path("triage.json")).with_suffix(".png")
+        self._plotted(triage.plot(result, plot_path))
 
     def _calibrate(self, options):
         from trainer.evaluation.simulation.calibrate import calibrate, run_to_run_spread
@@ -316,3 +371,24 @@ def _generations_bar(total: int) -> tqdm:
     """Generations done of all the run will do, with their rate and the time left, on a
     terminal (a simulation runs for hours); off in a log, where the lines say as much."""
     return tqdm(total=total, unit="generation", desc="simulation", file=sys.stderr, disable=None)
+
+
+def _triage_own_options() -> list[tuple[str, object]]:
+    """The scalar fields of TriageConfig that no other mode's option already sets."""
+    shared = {
+        "seeds",
+        "strategies",
+        "noise",
+        "rollouts",
+        "per_problem_cap",
+        "test_problems",
+        "test_samples",
+        "best_of",
+        "trials",
+        "epochs",
+        "learning_rate",
+        "batch_size",
+        "max_minutes",
+    }
+    defaults = triage.TriageConfig()
+    return [(f.name, getattr(defaults, f.name)) for f in fields(defaults) if f.name not in shared]

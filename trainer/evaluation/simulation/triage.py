@@ -1,0 +1,556 @@
+"""Human time where machines disagree, measured (`manage.py simulate --triage`).
+
+The synthetic domain knows every step's own rating, so it can answer what the product can
+only estimate: which way of spending the same human labels buys the better PRM, and what the
+machine label sources are worth beside them. One seed is one pool of solutions to label
+(`pool_problems` x `per_problem`, problems disjoint from the test set's), one test set and
+one set of machine labels of the whole pool:
+
+- **rollout labels**: Math-Shepherd's hard estimate from every step's prefix (k rollouts,
+  `label_sources.rollout_labels`), and what OmegaPRM's first-error search
+  (`trainer.sampling.rollouts.bisect_first_bad`, the product's own search) spends for the same
+  first error;
+- **judge labels**: a simulated judge (`judge.SimulatedJudge`) that misses wrong steps and
+  flags right ones at set rates (`judge_error`, `judge_bias`);
+- **the PRM**: the tiny model trained on the human labels so far.
+
+Human labels are the simulated labelers' (`labelers.session_ratings`: each step's own rating,
+replaced by another with probability `noise`, stopping at the first -1); the same solution
+gets the same human label whichever strategy bought it.
+
+What is compared, at equal human budget (`first + rounds * batch` labeled solutions):
+1. **strategies**: a first generation chosen uniformly, shared, then `rounds` generations of
+   `batch` chosen by each strategy of `trainer.selection.strategies` from the rest of the
+   pool with the PRM of the labels so far, retrained after each; the last PRM is evaluated;
+2. **label sources** on the pool: the human labels of the uniform strategy alone; rollout
+   labels of the whole pool alone; judge labels alone; human labels plus rollout labels of the
+   rest ("human+rollout"); human labels plus consensus labels of the rest ("consensus":
+   `trainer.training.consensus`, the product's rule: steps where rollout and judge agree,
+   every human label winning);
+3. **suggestions**: the same human labels bought by labelers shown the judge's rating first
+   (the workbench's `confirm` display), each following it with probability `follow` instead
+   of their own judgement (`labelers.suggested_ratings`); their label accuracy and agreement
+   with the judge against labelers who saw nothing (`hidden`);
+4. **search cost** (`label_sources.search_cost`): completions per pool solution of every-step
+   rollouts (the product's: every step but the answer step), of every-step rollouts stopping
+   at the first bad step, and of the first-error search, and how often the search finds the
+   every-step first error.
+
+Every PRM is trained with the calibration recipe (`label_sources.train`) and evaluated on
+the same held-out test set: step AUROC against the exact ratings and best-of-N. Nothing
+touches the database.
+"""
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from labeling.first_error import position
+from trainer.evaluation.simulation import evaluation
+from trainer.evaluation.simulation.domain import Generator, Sample
+from trainer.evaluation.simulation.judge import SimulatedJudge
+from trainer.evaluation.simulation.label_sources import (
+    SearchCost,
+    rollout_labels,
+    search_cost,
+    train,
+    training_stream,
+)
+from trainer.evaluation.simulation.labelers import session_ratings, suggested_ratings
+from trainer.evaluation.simulation.pool import SimulationRefused
+from trainer.selection import ensemble, strategies
+from trainer.training import consensus
+from trainer.training.dataset import Example
+from trainer.training.metrics import spread
+from trainer.training.ml.prm import PRM, solution_score
+
+Emit = Callable[[str], None]
+
+STRATEGIES = tuple(strategies.STRATEGIES)
+ENSEMBLE = "ensemble_uncertainty"
+SOURCES = ("human", "rollout", "judge", "human+rollout", "consensus")
+DISPLAYS = ("hidden", "confirm")
+
+
+# --- one seed's pool and its machine labels -----------------------------------------------------
+
+
+@dataclass
+class Pool:
+    samples: list[Sample]
+    problem_ids: list[int]
+    human: list[list[int]]  # the labeler who saw nothing, per solution
+    suggested: list[list[int]]  # the labeler shown the judge's rating first
+    rollout: list[list[int]]  # hard rollout labels up to the first -1
+    judge: list[list[int]]
+    rollout_completions: int
+    search: list[SearchCost]
+
+    def example(self, index: int, labels: Sequence[int]) -> Example:
+        sample = self.samples[index]
+        return Example(
+            problem_id=self.problem_ids[index],
+            solution_id=index,
+            problem=sample.problem.text,
+            steps=sample.texts[: len(labels)],
+            labels=list(labels),
+        )
+
+
+def build_pool(config: "TriageConfig", *, seed: int, generator: Generator) -> Pool:
+    stream = training_stream(generator, seed=seed, per_problem=config.per_problem)
+    samples = [next(stream) for _ in range(config.pool_problems * config.per_problem)]
+    keys: dict[str, int] = {}
+    problem_ids = [keys.setdefault(s.problem.key, len(keys)) for s in samples]
+    judge = SimulatedJudge(error=config.judge_error, bias=config.judge_bias)
+    pool = Pool(samples, problem_ids, [], [], [], [], 0, [])
+    for index, sample in enumerate(samples):
+        truth = [step.rating for step in sample.steps]
+        human = session_ratings(truth, noise=config.noise, rng=_rng(seed, "human", index))
+        pool.human.append(human)
+        pool.judge.append(judge.ratings(sample, rng=_rng(seed, "judge", index)))
+        pool.suggested.append(
+            suggested_ratings(
+                truth,
+                pool.judge[-1],
+                noise=config.noise,
+                follow=config.follow,
+                rng=_rng(seed, "suggested", index),
+            )
+        )
+        rolled = rollout_labels(generator, sample, rollouts=config.rollouts)
+        pool.rollout.append(rolled.hard)
+        pool.rollout_completions += rolled.completions
+        pool.search.append(search_cost(generator, sample, rollouts=config.rollouts))
+    return pool
+
+
+def _rng(seed: int, kind: str, index: int) -> random.Random:
+    return random.Random(f"triage:{seed}:{kind}:{index}")
+
+
+# --- the comparison -----------------------------------------------------------------------------
+
+
+@dataclass
+class TriageConfig:
+    seeds: tuple[int, ...] = (0, 1, 2)
+    strategies: tuple[str, ...] = STRATEGIES
+    pool_problems: int = 250
+    per_problem: int = 8
+    first: int = 300  # solutions of the shared first generation (uniform)
+    rounds: int = 2
+    batch: int = 250  # solutions per later generation
+    per_problem_cap: int = 2
+    wrong_share: float = 0.75
+    noise: float = 0.05
+    rollouts: int = 8
+    judge_error: float = 0.2
+    judge_bias: float = 0.5
+    follow: float = 0.5
+    test_problems: int = 60
+    test_samples: int = 64
+    best_of: tuple[int, ...] = (4, 16, 64)
+    trials: int = 100
+    epochs: int = 8
+    learning_rate: float = 3e-3
+    batch_size: int = 32
+    max_minutes: float | None = None
+
+    @property
+    def human_budget(self) -> int:
+        return self.first + self.rounds * self.batch
+
+    def check(self) -> None:
+        unknown = [s for s in self.strategies if s not in STRATEGIES]
+        if unknown or not self.strategies or "uniform" not in self.strategies:
+            raise SimulationRefused(
+                f"strategies must be among {', '.join(STRATEGIES)} and include uniform."
+            )
+        if self.human_budget > self.pool_problems * self.per_problem:
+            raise SimulationRefused("the human budget exceeds the pool.")
+        for name in ("first", "batch", "rollouts", "per_problem", "test_samples", "trials"):
+            if getattr(self, name) < 1:
+                raise SimulationRefused(f"{name} must be at least 1.")
+        for name in ("noise", "judge_error", "follow", "wrong_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise SimulationRefused(f"{name} must be between 0 and 1.")
+        if not -1.0 <= self.judge_bias <= 1.0:
+            raise SimulationRefused("judge_bias must be between -1 and 1.")
+        if not self.seeds or max(self.best_of) > self.test_samples:
+            raise SimulationRefused("seeds must not be empty; best_of at most test_samples.")
+
+
+def compare(config: TriageConfig, *, emit: Emit | None = None) -> dict:
+    """{"config", "runs": [one row per seed and arm], "search": [one row per seed],
+    "suggestions": [one row per seed and display]}."""
+    say = emit or (lambda line: None)
+    config.check()
+    result: dict = {"runs": [], "search": [], "suggestions": []}
+    for seed in config.seeds:
+        for key, rows in _one_seed(config, seed=seed, say=say).items():
+            result[key] += rows
+    data = asdict(config)
+    data.update(seeds=list(config.seeds), strategies=list(config.strategies))
+    data["best_of"] = list(config.best_of)
+    return {"config": data, **result}
+
+
+def _one_seed(config: TriageConfig, *, seed: int, say: Emit) -> dict[str, list[dict]]:
+    started = time.monotonic()
+    generator = Generator(seed=seed)
+    test = evaluation.TestSet.build(
+        problems=config.test_problems,
+        samples_per_problem=config.test_samples,
+        seed=seed,
+        generator=generator,
+    )
+    pool = build_pool(config, seed=seed, generator=generator)
+    say(f"seed {seed}: a pool of {len(pool.samples)} solutions labeled by every source")
+    rows: list[dict] = []
+
+    def evaluated(arm: str, kind: str, examples: list[Example], prm: PRM | None = None) -> None:
+        prm = prm or train(examples, config=config, seed=seed)
+        step_scores, scores = evaluation.score_test_set(prm, test.samples)
+        row = {
+            "seed": seed,
+            "kind": kind,
+            "arm": arm,
+            "solutions": len(examples),
+            "step_labels": sum(len(e.labels) for e in examples),
+            "label_accuracy": _label_accuracy(examples, pool),
+            **evaluation.step_metrics(test.samples, step_scores),
+            "best_of_n": evaluation.best_of_n_curves(
+                test.groups({"prm": scores}),
+                sizes=config.best_of,
+                trials=config.trials,
+                seed=seed,
+                verifiers=["prm"],
+            ),
+        }
+        rows.append(row)
+        say(f"seed {seed} {kind} {arm}: AUROC {_fmt(row['step_auroc'])}")
+
+    chosen = _strategies(config, seed=seed, pool=pool, evaluated=evaluated)
+    human = chosen["uniform"]
+    taken = set(human)
+    rest = [i for i in range(len(pool.samples)) if i not in taken]
+    everyone = range(len(pool.samples))
+    arms = {
+        "rollout": [pool.example(i, pool.rollout[i]) for i in everyone],
+        "judge": [pool.example(i, pool.judge[i]) for i in everyone],
+        "human+rollout": _human_examples(pool, human)
+        + [pool.example(i, pool.rollout[i]) for i in rest],
+        "consensus": _human_examples(pool, human)
+        + [e for i in rest if (e := _consensus_example(pool, i)) is not None],
+    }
+    for arm in SOURCES[1:]:
+        evaluated(arm, "source", arms[arm])
+    evaluated("confirm", "display", [pool.example(i, pool.suggested[i]) for i in human])
+    suggestions = [
+        {"seed": seed, "display": display, **_display_figures(pool, labels, human)}
+        for display, labels in (("hidden", pool.human), ("confirm", pool.suggested))
+    ]
+    say(f"seed {seed} done in {time.monotonic() - started:.0f} s")
+    return {
+        "runs": rows,
+        "search": [{"seed": seed, **_search_figures(pool)}],
+        "suggestions": suggestions,
+    }
+
+
+def _strategies(config: TriageConfig, *, seed: int, pool: Pool, evaluated) -> dict[str, list[int]]:
+    """Each strategy's labeled solutions (pool indexes), evaluating each one's last PRM; the
+    uniform strategy's are the human arm of the label sources."""
+    every = [_candidate(pool, i, score=None, prm_steps=None) for i in range(len(pool.samples))]
+    first = [
+        p.candidate.solution_id
+        for p in strategies.uniform(
+            every,
+            batch_size=config.first,
+            per_problem_cap=config.per_problem,
+            wrong_share=config.wrong_share,
+            seed=seed,
+        )
+    ]
+    first_prm = train(_human_examples(pool, first), config=config, seed=seed)
+    chosen: dict[str, list[int]] = {}
+    for name in config.strategies:
+        labeled, prm = list(first), first_prm
+        for round_ in range(config.rounds):
+            if round_:
+                prm = train(_human_examples(pool, labeled), config=config, seed=seed)
+            taken = set(labeled)
+            left = [i for i in range(len(pool.samples)) if i not in taken]
+            candidates = _candidates(
+                pool=pool, indexes=left, prm=prm, ensemble_seed=seed if name == ENSEMBLE else None
+            )
+            picks = strategies.STRATEGIES[name](
+                candidates,
+                batch_size=config.batch,
+                per_problem_cap=config.per_problem_cap,
+                wrong_share=config.wrong_share,
+                seed=seed * 1000 + round_,
+            )
+            labeled += [p.candidate.solution_id for p in picks]
+        evaluated(name, "strategy", _human_examples(pool, labeled), None if config.rounds else prm)
+        chosen[name] = labeled
+    return chosen
+
+
+def _human_examples(pool: Pool, indexes: list[int]) -> list[Example]:
+    return [pool.example(i, pool.human[i]) for i in indexes]
+
+
+def _candidates(
+    *, pool: Pool, indexes: list[int], prm: PRM, ensemble_seed: int | None
+) -> list[strategies.Candidate]:
+    """The candidates among `indexes`, scored by `prm`; with `ensemble_seed`, with the
+    epistemic uncertainty of its MC-dropout ensemble (`trainer.selection.ensemble`)."""
+    samples = [pool.samples[i] for i in indexes]
+    problems, steps = [s.problem.text for s in samples], [s.texts for s in samples]
+    step_scores = prm.score(problems=problems, steps=steps, batch_size=64)
+    aggregation = prm.settings.aggregation
+    epistemic: list[float | None] = [None] * len(samples)
+    if ensemble_seed is not None:
+        members = prm.member_step_scores(
+            problems=problems,
+            steps=steps,
+            passes=ensemble.PASSES,
+            dropout=ensemble.DROPOUT,
+            seed=ensemble_seed,
+            batch_size=64,
+        )
+        epistemic = [
+            ensemble.member_uncertainty(m, aggregation=aggregation) if m[0] else None
+            for m in members
+        ]
+    return [
+        _candidate(
+            pool,
+            i,
+            score=solution_score(scores, aggregation=aggregation),
+            prm_steps=scores,
+            epistemic=value,
+        )
+        for i, scores, value in zip(indexes, step_scores, epistemic, strict=True)
+    ]
+
+
+def _candidate(pool: Pool, index: int, *, score, prm_steps, epistemic=None) -> strategies.Candidate:
+    sample = pool.samples[index]
+    steps = len(sample.steps)
+    positions = [position(ratings=pool.rollout[index], steps=steps)]
+    positions.append(position(ratings=pool.judge[index], steps=steps))
+    if prm_steps is not None:
+        positions.append(next((i for i, s in enumerate(prm_steps) if s < 0.5), steps))
+    return strategies.Candidate(
+        solution_id=index,
+        problem_id=pool.problem_ids[index],
+        score=score,
+        is_correct=sample.is_correct,
+        disagreement=strategies.spread([p for p in positions if p is not None]),
+        epistemic=epistemic,
+    )
+
+
+@dataclass(frozen=True)
+class _Rolled:
+    reached: bool  # what the consensus rule reads of a rollout label
+
+
+@dataclass(frozen=True)
+class _Judged:
+    rating: int  # ... and of a judge label
+
+
+def _consensus_example(pool: Pool, index: int) -> Example | None:
+    """The product's consensus of the solution's rollout and judge labels
+    (`trainer.training.consensus`), as its training example; None when its first step has none."""
+    rollout, judge = pool.rollout[index], pool.judge[index]
+    verdicts = [
+        consensus.step_verdict(
+            consensus.StepLabels(
+                rollout=_Rolled(rollout[i] == 1) if i < len(rollout) else None,
+                judge=_Judged(judge[i]) if i < len(judge) else None,
+            ),
+            sources=("rollout", "judge"),
+        )
+        for i in range(len(pool.samples[index].steps))
+    ]
+    taken = consensus.example_prefix(verdicts)
+    return pool.example(index, [v.label for v in taken]) if taken else None
+
+
+def _label_accuracy(examples: list[Example], pool: Pool) -> float | None:
+    agreeing = total = 0
+    for example in examples:
+        truth = [step.rating for step in pool.samples[example.solution_id].steps]
+        for given, true in zip(example.labels, truth, strict=False):
+            total += 1
+            agreeing += (given == -1) == (true == -1)
+    return agreeing / total if total else None
+
+
+def _display_figures(pool: Pool, labels: list[list[int]], chosen: list[int]) -> dict:
+    """Per-step verdict accuracy of the labels and their agreement with the judge, over the
+    steps both rated, and first-error agreement with the truth, on the chosen solutions."""
+    accurate = steps = with_judge = compared = first_right = 0
+    for i in chosen:
+        truth = [step.rating for step in pool.samples[i].steps]
+        for index, given in enumerate(labels[i]):
+            steps += 1
+            accurate += (given == -1) == (truth[index] == -1)
+            if index < len(pool.judge[i]):
+                compared += 1
+                with_judge += given == pool.judge[i][index]
+        n = len(truth)
+        first_right += position(ratings=labels[i], steps=n) == position(ratings=truth, steps=n)
+    return {
+        "label_accuracy": accurate / steps,
+        "judge_agreement": with_judge / compared if compared else None,
+        "first_error_exact": first_right / len(chosen),
+    }
+
+
+def _search_figures(pool: Pool) -> dict:
+    n = len(pool.search)
+    return {
+        "solutions": n,
+        "every_step": sum(c.every_step for c in pool.search) / n,
+        "every_step_stopping": sum(c.every_step_stopping for c in pool.search) / n,
+        "search": sum(c.search for c in pool.search) / n,
+        "same_first_error": sum(c.same_first_error for c in pool.search) / n,
+    }
+
+
+# --- summaries ----------------------------------------------------------------------------------
+
+
+def summarize(result: dict) -> list[dict]:
+    """One row per arm: means and standard deviations over the seeds, and the paired margins
+    over the uniform strategy (the human-only arm) of step AUROC and PRM best-of-largest-N:
+    each seed's arm minus the same seed's uniform, so the test set's draw cancels out."""
+    sizes = [str(n) for n in result["config"]["best_of"]]
+    arms: dict[tuple[str, str], list[dict]] = {}
+    for run in result["runs"]:
+        arms.setdefault((run["kind"], run["arm"]), []).append(run)
+    baseline = {run["seed"]: run for run in arms.get(("strategy", "uniform"), [])}
+
+    def largest(run: dict) -> float:
+        return run["best_of_n"]["prm"][sizes[-1]]["mean"]
+
+    summary = []
+    for (kind, arm), runs in arms.items():
+        row = {"kind": kind, "arm": arm, "seeds": len(runs)}
+        for key in ("solutions", "step_labels", "label_accuracy", "step_auroc", "first_error_f1"):
+            row[key] = spread([r[key] for r in runs])
+        for n in sizes:
+            row[f"prm@{n}"] = spread([r["best_of_n"]["prm"][n]["mean"] for r in runs])
+        row["majority"] = spread([r["best_of_n"]["majority"][sizes[-1]]["mean"] for r in runs])
+        paired = [(r, baseline[r["seed"]]) for r in runs if r["seed"] in baseline]
+        row["auroc_over_uniform"] = spread([r["step_auroc"] - u["step_auroc"] for r, u in paired])
+        row["prm_over_uniform"] = spread([largest(r) - largest(u) for r, u in paired])
+        summary.append(row)
+    return summary
+
+
+def table(result: dict) -> str:
+    sizes = [str(n) for n in result["config"]["best_of"]]
+    header = ["kind", "arm", "solutions", "step labels", "label acc", "AUROC", "FE-F1"]
+    header += [f"PRM@{n}" for n in sizes] + [f"majority@{sizes[-1]}"]
+    header += ["AUROC - uniform", f"PRM@{sizes[-1]} - uniform"]
+    lines = [header]
+    for row in summarize(result):
+        line = [row["kind"], row["arm"], _fmt(row["solutions"]["mean"], digits=0)]
+        line += [_fmt(row["step_labels"]["mean"], digits=0), _pm(row["label_accuracy"])]
+        line += [_pm(row["step_auroc"]), _pm(row["first_error_f1"])]
+        line += [_pm(row[f"prm@{n}"]) for n in sizes] + [_pm(row["majority"])]
+        line += [_pm(row["auroc_over_uniform"], sign=True), _pm(row["prm_over_uniform"], sign=True)]
+        lines.append(line)
+    text = [_columns(lines)]
+    search = result["search"]
+    text.append(
+        "\nrollout completions per solution: "
+        + ", ".join(
+            f"{key} {_pm(spread([s[key] for s in search]))}"
+            for key in ("every_step", "every_step_stopping", "search")
+        )
+        + f"; search finds the every-step first error in "
+        f"{_pm(spread([s['same_first_error'] for s in search]))}"
+    )
+    for display in DISPLAYS:
+        rows = [s for s in result["suggestions"] if s["display"] == display]
+        text.append(
+            f"labelers, judge {display}: "
+            + ", ".join(
+                f"{key} {_pm(spread([r[key] for r in rows]))}"
+                for key in ("label_accuracy", "judge_agreement", "first_error_exact")
+            )
+        )
+    return "\n".join(text)
+
+
+def plot(result: dict, path: Path) -> Path | None:
+    """Step AUROC and PRM best-of-largest-N per arm, mean and sd over the seeds (bars)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = summarize(result)
+    largest = str(result["config"]["best_of"][-1])
+    names = {"uniform": "uniform (human only)", "confirm": "human, judge shown"}
+    labels = [names.get(r["arm"], r["arm"]) for r in rows]
+    colors = {"strategy": "tab:blue", "source": "tab:orange", "display": "tab:green"}
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    for axis, key, title in (
+        (axes[0], "step_auroc", "step AUROC"),
+        (axes[1], f"prm@{largest}", f"PRM best-of-{largest}"),
+    ):
+        means = [r[key]["mean"] or 0.0 for r in rows]
+        stds = [r[key]["std"] or 0.0 for r in rows]
+        axis.bar(
+            range(len(rows)),
+            means,
+            yerr=stds,
+            color=[colors[r["kind"]] for r in rows],
+            capsize=3,
+        )
+        axis.set_xticks(range(len(rows)), labels, rotation=40, ha="right", fontsize=8)
+        axis.set_title(f"{title}, mean ± sd over {len(result['config']['seeds'])} seeds")
+        low = min(m - s for m, s in zip(means, stds, strict=True))
+        axis.set_ylim(max(0.0, math.floor(low * 20) / 20 - 0.05), 1.0)
+    budget = result["config"]["first"] + result["config"]["rounds"] * result["config"]["batch"]
+    figure.suptitle(
+        f"Equal human budget ({budget} labeled solutions): strategies (blue), "
+        "label sources (orange), judge shown (green)",
+        fontsize=10,
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _columns(lines: list[list[str]]) -> str:
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join(
+        "  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True))
+        for line in lines
+    )
+
+
+def _pm(value: dict, *, sign: bool = False) -> str:
+    if value["mean"] is None:
+        return "-"
+    return f"{value['mean']:{'+' if sign else ''}.3f}±{value['std']:.3f}"
+
+
+def _fmt(value, *, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
