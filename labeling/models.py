@@ -435,8 +435,10 @@ class StepLabel(models.Model):
     """What a labeler did at one step: which completion they chose or what they wrote."""
 
     # Not "steps": Solution.steps are the step texts; these are one session's labels of them.
+    # No index of its own: the unique (session, index) constraint's serves, and a PRM800K
+    # import writes a million rows into every index of this table.
     session = models.ForeignKey(
-        LabelingSession, on_delete=models.CASCADE, related_name="step_labels"
+        LabelingSession, on_delete=models.CASCADE, related_name="step_labels", db_index=False
     )
     index = models.PositiveIntegerField()
     chosen_completion = models.IntegerField(null=True, blank=True)
@@ -461,7 +463,10 @@ class StepRating(models.Model):
         OKAY = 0, "0 okay"
         GOOD = 1, "+1 good"
 
-    step = models.ForeignKey(StepLabel, on_delete=models.CASCADE, related_name="ratings")
+    # Indexed by the unique (step, completion_index) constraint alone, as StepLabel.session.
+    step = models.ForeignKey(
+        StepLabel, on_delete=models.CASCADE, related_name="ratings", db_index=False
+    )
     completion_index = models.PositiveIntegerField(default=0)
     text = models.TextField()
     # Null only for phase-1 alternatives that were shown but never rated.
@@ -477,7 +482,12 @@ class StepRating(models.Model):
         null=True, blank=True, help_text="The judge's rating shown (suggested or revealed)."
     )
     judge_run = models.ForeignKey(
-        "trainer.JudgeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "trainer.JudgeRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,  # a partial index below: nearly every rating has none
     )
     extra = models.JSONField(default=dict, blank=True)
 
@@ -501,6 +511,13 @@ class StepRating(models.Model):
                 | (Q(judge_rating__in=list(RATINGS)) & ~Q(judge_display=JudgeDisplay.HIDDEN)),
                 name="step_rating_judge_rating_shown",
             ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["judge_run"],
+                condition=Q(judge_run__isnull=False),
+                name="step_rating_judge_run",
+            )
         ]
 
     def __str__(self) -> str:
