@@ -27,15 +27,14 @@ from labeling.models import (
     solution_digest,
     text_digest,
 )
+from labeling.services.bulk import insert_rows, refresh_planner_statistics
 from labeling.services.importing import (
     BATCH_SIZE,
     ImportResult,
     batched,
     check_column,
-    insert_rows,
     line_failure,
     read_jsonl,
-    refresh_planner_statistics,
 )
 from labeling.services.labelers import labelers_by_uuid
 from labeling.services.workbench import recount_labels

@@ -7,7 +7,7 @@ import random
 import pytest
 from django.core.management import CommandError, call_command
 
-from trainer.evaluation.simulation import triage
+from trainer.evaluation.simulation import triage, triage_report
 from trainer.evaluation.simulation.domain import Generator, make_problems
 from trainer.evaluation.simulation.judge import SimulatedJudge
 from trainer.evaluation.simulation.label_sources import search_cost
@@ -102,9 +102,9 @@ def test_every_strategy_and_source_is_compared_at_equal_human_budget(tmp_path):
     # Labelers shown the judge agree with it more than labelers who saw nothing.
     assert confirm["judge_agreement"] > hidden["judge_agreement"]
     assert result["search"][0]["search"] < result["search"][0]["every_step"]
-    text = triage.table(result)
+    text = triage_report.table(result)
     assert "consensus" in text and "ensemble_uncertainty" in text
-    assert triage.plot(result, tmp_path / "triage.png").stat().st_size > 10_000
+    assert triage_report.plot(result, tmp_path / "triage.png").stat().st_size > 10_000
 
 
 def test_the_command_refuses_a_budget_larger_than_the_pool():

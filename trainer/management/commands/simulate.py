@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from trainer.evaluation.simulation import label_sources, loop, seeds, triage
+from trainer.evaluation.simulation import label_sources, loop, seeds, triage, triage_report
 
 
 class Command(BaseCommand):
@@ -307,10 +307,10 @@ class Command(BaseCommand):
             f"{triage_config.pool_problems * triage_config.per_problem}; seeds "
             f"{', '.join(map(str, triage_config.seeds))} (mean ± std)."
         )
-        self.stdout.write(triage.table(result))
-        self._written(options, {**result, "summary": triage.summarize(result)})
+        self.stdout.write(triage_report.table(result))
+        self._written(options, {**result, "summary": triage_report.summarize(result)})
         plot_path = options["plot"] or (options["out"] or Path("triage.json")).with_suffix(".png")
-        self._plotted(triage.plot(result, plot_path))
+        self._plotted(triage_report.plot(result, plot_path))
 
     def _calibrate(self, options):
         from trainer.evaluation.simulation.calibrate import calibrate, run_to_run_spread
