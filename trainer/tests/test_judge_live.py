@@ -7,7 +7,7 @@ import pytest
 from generators import SamplingSettings
 from labeling.models import Problem, Solution
 from trainer.judging import services as judging
-from trainer.judging.models import JudgeLabel, JudgeRunItem
+from trainer.judging.models import JudgeLabel, JudgeRun, JudgeRunItem
 from trainer.judging.prompts import JUDGE_PROMPT_VERSION
 from trainer.judging.services import JudgeParams
 
@@ -15,14 +15,11 @@ from trainer.judging.services import JudgeParams
 SETTINGS = SamplingSettings(temperature=0.2, top_p=0.95, max_tokens=64, seed=5)
 
 
-# One format: the critic's (first_error) with SmolLM2's real replies, which never give an
-# index, is read in test_judge_prompts; a run of it here would only add minutes.
-@pytest.mark.django_db
-def test_the_real_judge_labels_solutions_with_provenance(generator_spec, settings):
-    format = "per_step"
-    settings.GENERATOR_CONCURRENCY = 1
+def two_solutions() -> list[Solution]:
+    """A right and a wrong solution of one problem: SmolLM2-135M reads one of them (a rating
+    per step) and leaves the other unreadable."""
     problem = Problem.objects.create(text="What is $2 + 3$?", answer="5", unique_id="t/add.json")
-    solutions = [
+    return [
         Solution.objects.create(
             problem=problem, steps=["$2 + 3 = 5$.", "# Answer\n\n5"], answer="5", is_correct=True
         ),
@@ -33,15 +30,29 @@ def test_the_real_judge_labels_solutions_with_provenance(generator_spec, setting
             is_correct=False,
         ),
     ]
+
+
+def judged(*, generator, solutions, format: str = "per_step") -> JudgeRun:
+    """A judge run of `solutions` by `generator`, executed here (no worker)."""
     run = judging.request_judge_run(
         user=None,
-        generator=generator_spec,
+        generator=generator,
         settings=SETTINGS,
         params=JudgeParams(format=format),
         solution_ids=[s.pk for s in solutions],
         enqueue=False,
     )
-    run = judging.execute_judge_run(run_id=run.pk, worker_hostname="test")
+    return judging.execute_judge_run(run_id=run.pk, worker_hostname="test")
+
+
+# One format: the critic's (first_error) with SmolLM2's real replies, which never give an
+# index, is read in test_judge_prompts; a run of it here would only add minutes.
+@pytest.mark.django_db
+def test_the_real_judge_labels_solutions_with_provenance(generator_spec, settings):
+    format = "per_step"
+    settings.GENERATOR_CONCURRENCY = 1
+    solutions = two_solutions()
+    run = judged(generator=generator_spec, solutions=solutions, format=format)
     assert run.status == "succeeded", run.error
     assert judging.progress(run) == {"done": 2, "total": 2, "percent": 100}
     # Provenance: the judge, its settings, the prompt version and the format.
