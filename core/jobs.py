@@ -354,6 +354,39 @@ def request_cancel(
     return model.objects.get(pk=pk)
 
 
+def reopen(
+    *,
+    model: type[Job],
+    pk: int,
+    refused: type[Conflict] = JobRefused,
+    again: str = "resumes",
+    values: Mapping[str, Any] | None = None,
+) -> None:
+    """A failed or cancelled job queued again, with `values` (its kind's own fields, such as
+    a fresh task id or results cleared) besides the reset status; anything else raises
+    `refused` ("… only a failed or cancelled <job> `again`"). Call it in a transaction that
+    also queues the job on commit."""
+    reset = {
+        "status": JobStatus.QUEUED,
+        "cancel_requested": False,
+        "error": "",
+        "finished_at": None,
+        "heartbeat_at": None,
+        "worker_hostname": "",
+        "worker_pid": None,
+        **(values or {}),
+    }
+    reopened = model.objects.filter(
+        pk=pk, status__in=(JobStatus.FAILED, JobStatus.CANCELLED)
+    ).update(**reset)
+    if not reopened:
+        job = model.objects.get(pk=pk)
+        name = str(model._meta.verbose_name)
+        raise refused(
+            f"{noun(model)} {pk} is {job.status}: only a failed or cancelled {name} {again}."
+        )
+
+
 def process_alive(pid: int) -> bool:
     """Whether a process of this pid exists on this host (a worker that restarted under the
     same name finds its dead predecessor's jobs by it)."""

@@ -296,27 +296,14 @@ def cancel_evaluation(*, evaluation_id: int) -> Evaluation:
 def reopen_evaluation(*, evaluation_id: int) -> Evaluation:
     """A failed or cancelled evaluation, queued again from its first item (`trainer.pipeline`
     sends it). A version whose promotion waited on it is decided when it succeeds."""
-    reset = {
-        "status": JobStatus.QUEUED,
-        "cancel_requested": False,
-        "error": "",
-        "done": 0,
-        "total": 0,
-        "results": {},
-        "started_at": None,
-        "finished_at": None,
-        "heartbeat_at": None,
-        "worker_hostname": "",
-        "worker_pid": None,
-    }
     with transaction.atomic():
-        evaluation = Evaluation.objects.select_for_update().get(pk=evaluation_id)
-        if evaluation.status not in (JobStatus.FAILED, JobStatus.CANCELLED):
-            raise EvaluationRefused(
-                f"Evaluation {evaluation_id} is {evaluation.status}: only a failed or cancelled "
-                "evaluation runs again."
-            )
-        Evaluation.objects.filter(pk=evaluation_id).update(**reset)
+        jobs.reopen(
+            model=Evaluation,
+            pk=evaluation_id,
+            refused=EvaluationRefused,
+            again="runs again",
+            values={"done": 0, "total": 0, "results": {}, "started_at": None},
+        )
         jobs.append_log(model=Evaluation, pk=evaluation_id, text="Queued again.")
     return Evaluation.objects.get(pk=evaluation_id)
 

@@ -192,23 +192,12 @@ def resume_judge_run(*, run_id: int, enqueue: bool = True, api_key: str = "") ->
     get_judge_run(run_id=run_id)
     mark_stale_judge_runs_failed(older_than=jobs.stale_cutoff())
     with transaction.atomic():
-        resumed = JudgeRun.objects.filter(
-            pk=run_id, status__in=(Status.FAILED, Status.CANCELLED)
-        ).update(
-            status=Status.QUEUED,
-            cancel_requested=False,
-            error="",
-            finished_at=None,
-            celery_task_id=str(uuid.uuid4()),
-            worker_hostname="",
-            worker_pid=None,
-            heartbeat_at=None,
+        jobs.reopen(
+            model=JudgeRun,
+            pk=run_id,
+            refused=JudgeRefused,
+            values={"celery_task_id": str(uuid.uuid4())},
         )
-        if not resumed:
-            run = JudgeRun.objects.get(pk=run_id)
-            raise JudgeRefused(
-                f"Judge run {run_id} is {run.status}: only a failed or cancelled run resumes."
-            )
         left = JudgeRunItem.objects.filter(run_id=run_id, done_at__isnull=True).count()
         _log(run_id, f"Resumed: {left} solutions left.")
         if enqueue:

@@ -275,23 +275,12 @@ def resume_sampling_run(*, run_id: int, enqueue: bool = True, api_key: str = "")
     _get(run_id)
     mark_stale_sampling_runs_failed(older_than=jobs.stale_cutoff())
     with transaction.atomic():
-        resumed = SamplingRun.objects.filter(
-            pk=run_id, status__in=(Status.FAILED, Status.CANCELLED)
-        ).update(
-            status=Status.QUEUED,
-            cancel_requested=False,
-            error="",
-            finished_at=None,
-            celery_task_id=str(uuid.uuid4()),
-            worker_hostname="",
-            worker_pid=None,
-            heartbeat_at=None,
+        jobs.reopen(
+            model=SamplingRun,
+            pk=run_id,
+            refused=SamplingRefused,
+            values={"celery_task_id": str(uuid.uuid4())},
         )
-        if not resumed:
-            run = SamplingRun.objects.get(pk=run_id)
-            raise SamplingRefused(
-                f"Sampling run {run_id} is {run.status}: only a failed or cancelled run resumes."
-            )
         left = SamplingRunItem.objects.filter(run_id=run_id, done_at__isnull=True).count()
         _log_to_run(run_id, f"Resumed: {left} items left.")
         if enqueue:
