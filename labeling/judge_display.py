@@ -13,8 +13,10 @@ Each generation says what its labelers see of the judge labels of its solutions
 
 The judge labels shown are the newest judge run's that labeled the solution
 (`newest_judge_labels`: the trainer's judging room registers its selector here, since labeling
-cannot import it). A per_step run gives a reason per step; a first_error run gives ratings up
-to its first -1, with no reason but "the first wrong step".
+cannot import it), fixed on the session when first shown (`LabelingSession.judge_run`): a run
+finishing while the labeler works changes neither what they see nor what is stored. A
+per_step run gives a reason per step; a first_error run gives ratings up to its first -1,
+with no reason but "the first wrong step".
 
 Each human rating of a solution's own step keeps beside it what was shown with it
 (`StepRating.judge_display`, `judge_rating`, `judge_run`), so the quality page can tell,
@@ -55,9 +57,12 @@ def register_reader(reader: Reader) -> None:
     _readers[:] = [reader]
 
 
-def newest_judge_labels(*, solution_ids: Iterable[int]) -> dict[int, dict[int, JudgeShown]]:
-    """Solution id -> step index -> the newest judge run's label; empty without a judge."""
-    return _readers[0](solution_ids=solution_ids) if _readers else {}
+def newest_judge_labels(
+    *, solution_ids: Iterable[int], run_id: int | None = None
+) -> dict[int, dict[int, JudgeShown]]:
+    """Solution id -> step index -> the newest judge run's label (or run `run_id`'s); empty
+    without a judge."""
+    return _readers[0](solution_ids=solution_ids, run_id=run_id) if _readers else {}
 
 
 @dataclass(frozen=True)
@@ -103,14 +108,34 @@ def shown(session: LabelingSession) -> Shown:
             .values_list("judge_display", flat=True)
             .first()
         ) or HIDDEN
-    labels = (
-        {}
-        if display == HIDDEN
-        else newest_judge_labels(solution_ids=[session.solution_id]).get(session.solution_id, {})
-    )
+    labels = {} if display == HIDDEN else _pinned_labels(session)
     found = Shown(display=display, labels=labels)
     session.judge_shown = found
     return found
+
+
+def _pinned_labels(session: LabelingSession) -> dict[int, JudgeShown]:
+    """The labels of the judge run the session shows: the one fixed when it was first shown,
+    else the newest, which is fixed now (the first request to fix one wins a race)."""
+    solution_id = session.solution_id
+    if session.judge_run_id is not None:
+        labels = newest_judge_labels(solution_ids=[solution_id], run_id=session.judge_run_id)
+        if labels:
+            return labels[solution_id]
+    labels = newest_judge_labels(solution_ids=[solution_id]).get(solution_id, {})
+    if not labels:
+        return {}
+    run_id = next(iter(labels.values())).run_id
+    fixed = LabelingSession.objects.filter(pk=session.pk)
+    if fixed.filter(judge_run__isnull=True).update(judge_run_id=run_id):
+        session.judge_run_id = run_id
+        return labels
+    session.judge_run_id = fixed.values_list("judge_run_id", flat=True).first()
+    if session.judge_run_id in (None, run_id):
+        return labels
+    return newest_judge_labels(solution_ids=[solution_id], run_id=session.judge_run_id).get(
+        solution_id, {}
+    )
 
 
 # --- agreement with the judge, per display ------------------------------------------------------

@@ -349,6 +349,17 @@ class LabelingSession(models.Model):
     is_quality_control = models.BooleanField(default=False)
     is_screening = models.BooleanField(default=False)
     queue = models.CharField(max_length=16, blank=True, help_text="Why it was served.")
+    # The judge run whose labels the labeler is shown (a generation whose judge display is not
+    # hidden), fixed when first shown: a judge run finishing while they label changes neither
+    # what they see nor what is stored beside their ratings (labeling.judge_display).
+    judge_run = models.ForeignKey(
+        "trainer.JudgeRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
     # Which of the solution's `labels_wanted` places this session holds (shared queues only):
     # the unique constraint below is what keeps concurrent claims within the overlap.
     slot = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -407,6 +418,13 @@ class LabelingSession(models.Model):
                 condition=Q(adjudicated_at__isnull=False),
                 name="one_adjudicated_label_per_solution",
             ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["judge_run"],
+                condition=Q(judge_run__isnull=False),
+                name="session_judge_run",
+            )
         ]
 
     def __str__(self) -> str:

@@ -174,6 +174,30 @@ def test_confirm_suggests_before_rating_and_stores_the_suggestion_beside_the_rat
     assert stored(session) == [(1, "confirm", 1, run.pk), (0, "confirm", -1, run.pk)]
 
 
+@pytest.mark.parametrize("display", [JudgeDisplay.CONFIRM, JudgeDisplay.REVEALED])
+def test_a_judge_run_finishing_mid_session_changes_neither_what_is_shown_nor_stored(
+    solution, make_labeler, display
+):
+    me = make_labeler("me")
+    session, run = served(me, solution, display)
+    client = signed_in(me)
+    page = client.get(reverse("label-session", args=[session.pk])).content.decode()
+    if display == JudgeDisplay.CONFIRM:
+        assert REASONS[0] in page  # the suggestion the labeler sees is `run`'s
+    # A newer judge run of the same solution lands while they label.
+    newer = judge_run(solution=solution, ratings=[-1, 1, 1], reasons=["Newer: wrong."] * 3)
+    page = rate(client, session, 0, 1)
+    # What they saw is what is stored, and what they go on seeing is the same run's.
+    assert stored(session) == [(1, display, 1, run.pk)]
+    assert REASONS[0] in page and "Newer: wrong." not in page
+    page = rate(client, session, 1, 0)
+    assert stored(session)[1] == (0, display, -1, run.pk)
+    assert "Newer: wrong." not in page
+    # The session keeps the run it was first shown.
+    session.refresh_from_db()
+    assert session.judge_run_id == run.pk != newer.pk
+
+
 def test_a_deleted_judge_run_leaves_the_rating_and_the_rating_shown(solution, make_labeler):
     me = make_labeler("me")
     session, run = served(me, solution, JudgeDisplay.CONFIRM)

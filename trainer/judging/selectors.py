@@ -10,11 +10,14 @@ from trainer.judging.models import JudgeLabel
 CHUNK = 500  # solutions read at once
 
 
-def newest_judge_labels(*, solution_ids: Iterable[int]) -> dict[int, dict[int, JudgeShown]]:
+def newest_judge_labels(
+    *, solution_ids: Iterable[int], run_id: int | None = None
+) -> dict[int, dict[int, JudgeShown]]:
     """Solution id -> step index -> the label of the newest judge run that labeled the
-    solution (runs are numbered in the order they were made). A newer run that did not label
-    a solution (its reply unreadable, or the solution not in it) leaves the older labels in
-    force. A first_error run rates the steps up to its first -1 and gives no reasons but that."""
+    solution (runs are numbered in the order they were made), or of run `run_id`. A newer run
+    that did not label a solution (its reply unreadable, or the solution not in it) leaves the
+    older labels in force. A first_error run rates the steps up to its first -1 and gives no
+    reasons but that."""
     ids, found = list(solution_ids), {}
     newest = (
         JudgeLabel.objects.filter(solution_id=OuterRef("solution_id"))
@@ -24,7 +27,8 @@ def newest_judge_labels(*, solution_ids: Iterable[int]) -> dict[int, dict[int, J
     for start in range(0, len(ids), CHUNK):
         rows = (
             JudgeLabel.objects.filter(
-                solution_id__in=ids[start : start + CHUNK], run_id=Subquery(newest)
+                solution_id__in=ids[start : start + CHUNK],
+                run_id=Subquery(newest) if run_id is None else run_id,
             )
             .order_by()
             .values_list("solution_id", "index", "rating", "reason", "run_id")
