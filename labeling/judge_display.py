@@ -29,6 +29,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from django.db.models import Count, QuerySet
+
 from labeling.agreement import krippendorff_alpha
 from labeling.models import Generation, JudgeDisplay, LabelingSession, StepRating
 
@@ -50,11 +52,16 @@ class JudgeShown:
 # solution ids -> solution id -> step index -> the newest judge run's label of it.
 Reader = Callable[..., dict[int, dict[int, JudgeShown]]]
 _readers: list[Reader] = []
+# () -> a query of the ids of the solutions some judge run labeled.
+Judged = Callable[[], QuerySet]
+_judged: list[Judged] = []
 
 
-def register_reader(reader: Reader) -> None:
-    """Set the selector of the newest judge labels (`trainer.judging.selectors`)."""
+def register_reader(reader: Reader, *, judged: Judged) -> None:
+    """Set the selectors of the newest judge labels and of the solutions judged
+    (`trainer.judging.selectors`)."""
     _readers[:] = [reader]
+    _judged[:] = [judged]
 
 
 def newest_judge_labels(
@@ -176,7 +183,6 @@ def agreement_by_display() -> list[JudgeAgreement]:
     shown, so this is what the judge says now); revealed and confirm ones with the judge
     rating that was shown with them."""
     pairs: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    counts: dict[str, int] = defaultdict(int)
     unshown: list[tuple[int, int, int]] = []  # hidden: (solution, step, human), a chunk at a time
 
     def compare_unshown() -> None:
@@ -187,27 +193,36 @@ def agreement_by_display() -> list[JudgeAgreement]:
                 pairs[HIDDEN].append((rating, judged.rating))
         unshown.clear()
 
-    rows = StepRating.objects.filter(
+    ratings = StepRating.objects.filter(
         completion_index=0, rating__isnull=False, step__session__submitted_at__isnull=False
-    ).values_list(
-        "step__session__solution_id", "step__index", "rating", "judge_display", "judge_rating"
     )
-    for solution_id, index, rating, display, judge in rows.iterator(chunk_size=CHUNK):
-        counts[display] += 1
-        if display == HIDDEN:
+    # Counted by the database: a PRM800K import holds a million ratings, nearly all hidden and
+    # of solutions no judge has labeled, which are only counted.
+    counts = dict(
+        ratings.order_by()
+        .values("judge_display")
+        .annotate(n=Count("id"))
+        .values_list("judge_display", "n")
+    )
+    shown_rows = ratings.exclude(judge_display=HIDDEN).filter(judge_rating__isnull=False)
+    for display, rating, judge in shown_rows.values_list("judge_display", "rating", "judge_rating"):
+        pairs[display].append((rating, judge))
+    if _judged:
+        hidden = ratings.filter(
+            judge_display=HIDDEN, step__session__solution_id__in=_judged[0]()
+        ).values_list("step__session__solution_id", "step__index", "rating")
+        for solution_id, index, rating in hidden.iterator(chunk_size=CHUNK):
             unshown.append((solution_id, index, rating))
             if len(unshown) >= CHUNK:
                 compare_unshown()
-        elif judge is not None:
-            pairs[display].append((rating, judge))
-    compare_unshown()
+        compare_unshown()
     result = []
     for display in JudgeDisplay.values:
         compared = pairs[display]
         result.append(
             JudgeAgreement(
                 display=display,
-                ratings=counts[display],
+                ratings=counts.get(display, 0),
                 steps=len(compared),
                 agreed=sum(human == judge for human, judge in compared),
                 # One unit per step: the human (0) and the judge (1).

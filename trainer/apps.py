@@ -33,6 +33,6 @@ class TrainerConfig(AppConfig):
         # The workbench shows (and the quality page compares) the newest judge labels of a
         # solution, as the generation's judge display says; labeling cannot import judging.
         from labeling.judge_display import register_reader
-        from trainer.judging.selectors import newest_judge_labels
+        from trainer.judging.selectors import judged_solution_ids, newest_judge_labels
 
-        register_reader(newest_judge_labels)
+        register_reader(newest_judge_labels, judged=judged_solution_ids)

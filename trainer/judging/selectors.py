@@ -2,12 +2,17 @@
 
 from collections.abc import Iterable
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from labeling.judge_display import JudgeShown
 from trainer.judging.models import JudgeLabel
 
 CHUNK = 500  # solutions read at once
+
+
+def judged_solution_ids() -> QuerySet:
+    """A query of the ids of the solutions some judge run labeled (for `__in` filters)."""
+    return JudgeLabel.objects.values("solution_id")
 
 
 def newest_judge_labels(
