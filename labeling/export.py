@@ -108,9 +108,11 @@ def _chunk_lines(chunk: list[tuple], steps: Future) -> Iterator[str]:
     texts = steps.result()
     for row in chunk:
         # The solution's steps stay the database's JSON text, spliced in like the label's.
-        session = _SessionRow(*row[:8], _loads(row[8]), _QUESTION_STEPS_MARK, *row[10:])
+        session = _SessionRow(*row)
+        steps_text = session.steps
+        session = session._replace(extra=_loads(session.extra), steps=_QUESTION_STEPS_MARK)
         line = json.dumps(_record(session, _STEPS_MARK), ensure_ascii=False)
-        line = line.replace(_QUESTION_STEPS_MARK_JSON, row[9], 1)
+        line = line.replace(_QUESTION_STEPS_MARK_JSON, steps_text, 1)
         yield line.replace(_STEPS_MARK_JSON, texts.get(row[0], "[]"), 1) + "\n"
 
 

@@ -257,16 +257,8 @@ class Command(BaseCommand):
             rollouts=options["rollouts"],
             mixed_share=options["mixed_share"],
             sources=sources,
-            noise=config.noise,
             seeds=seed_list,
-            test_problems=options["ls_test_problems"],
-            test_samples=options["ls_test_samples"],
-            best_of=config.best_of,
-            trials=config.trials,
-            epochs=config.epochs,
-            learning_rate=config.learning_rate,
-            batch_size=config.batch_size,
-            max_minutes=config.max_minutes,
+            **_held_out_and_training(config, options),
         )
         try:
             result = label_sources.compare_label_sources(ls_config, emit=self.stderr.write)
@@ -286,17 +278,9 @@ class Command(BaseCommand):
             triage_config = triage.TriageConfig(
                 seeds=seeds.parse_seeds(options["seeds"]),
                 strategies=tuple(s.strip() for s in options["strategies"].split(",") if s.strip()),
-                noise=config.noise,
                 rollouts=options["rollouts"],
                 per_problem_cap=config.per_problem_cap,
-                test_problems=options["ls_test_problems"],
-                test_samples=options["ls_test_samples"],
-                best_of=config.best_of,
-                trials=config.trials,
-                epochs=config.epochs,
-                learning_rate=config.learning_rate,
-                batch_size=config.batch_size,
-                max_minutes=config.max_minutes,
+                **_held_out_and_training(config, options),
                 **{name: options[name] for name, _ in _triage_own_options()},
             )
             result = triage.compare(triage_config, emit=self.stderr.write)
@@ -371,6 +355,22 @@ def _generations_bar(total: int) -> tqdm:
     """Generations done of all the run will do, with their rate and the time left, on a
     terminal (a simulation runs for hours); off in a log, where the lines say as much."""
     return tqdm(total=total, unit="generation", desc="simulation", file=sys.stderr, disable=None)
+
+
+def _held_out_and_training(config: loop.SimulationConfig, options) -> dict:
+    """What --label-sources and --triage take alike: the labelers' noise, the test set, best-of-N
+    and the training recipe."""
+    return {
+        "noise": config.noise,
+        "test_problems": options["ls_test_problems"],
+        "test_samples": options["ls_test_samples"],
+        "best_of": config.best_of,
+        "trials": config.trials,
+        "epochs": config.epochs,
+        "learning_rate": config.learning_rate,
+        "batch_size": config.batch_size,
+        "max_minutes": config.max_minutes,
+    }
 
 
 def _triage_own_options() -> list[tuple[str, object]]:
