@@ -110,7 +110,7 @@ def extract_answer(steps: list[str]) -> str:
     return ""
 
 
-@dataclass
+@dataclass(slots=True)
 class ParsedCompletion:
     text: str
     rating: int | None
@@ -118,7 +118,7 @@ class ParsedCompletion:
     raw: dict
 
 
-@dataclass
+@dataclass(slots=True)
 class ParsedStep:
     completions: list[ParsedCompletion]
     human_completion: Any
@@ -126,7 +126,7 @@ class ParsedStep:
     raw: dict
 
 
-@dataclass
+@dataclass(slots=True)
 class ParsedRecord:
     labeler: uuid.UUID
     timestamp: datetime | None
@@ -167,7 +167,21 @@ def _dict(value: Any, name: str) -> dict:
     return _typed(value, (dict,), name)
 
 
-def _parse_completion(raw: Any, where: str) -> ParsedCompletion:
+def _parse_completion(raw: Any, step: int, index: int) -> ParsedCompletion:
+    # A PRM800K import parses a million completions: the usual shape is checked by type alone,
+    # and anything else goes through the checks that name the field.
+    if type(raw) is dict:
+        text, rating, flagged = raw.get("text"), raw.get("rating"), raw.get("flagged")
+        if (
+            type(text) is str
+            and (rating is None or (type(rating) is int and rating in RATINGS))
+            and (flagged is None or type(flagged) is bool)
+        ):
+            return ParsedCompletion(text, rating, flagged, raw)
+    return _checked_completion(raw, f"label.steps[{step}].completions[{index}]")
+
+
+def _checked_completion(raw: Any, where: str) -> ParsedCompletion:
     raw = _dict(raw, where)
     text = _typed(_require(raw, "text", f"{where}."), (str,), f"{where}.text")
     rating = raw.get("rating")
@@ -177,7 +191,20 @@ def _parse_completion(raw: Any, where: str) -> ParsedCompletion:
     return ParsedCompletion(text=text, rating=rating, flagged=flagged, raw=raw)
 
 
-def _parse_step(raw: Any, where: str) -> ParsedStep:
+def _parse_step(raw: Any, step: int) -> ParsedStep:
+    # As for completions: the usual shape by type, the rest checked field by field.
+    if type(raw) is dict:
+        completions, chosen = raw.get("completions"), raw.get("chosen_completion")
+        if (completions is None or type(completions) is list) and (
+            chosen is None or type(chosen) is int
+        ):
+            return ParsedStep(
+                [_parse_completion(c, step, i) for i, c in enumerate(completions or ())],
+                raw.get("human_completion"),
+                chosen,
+                raw,
+            )
+    where = f"label.steps[{step}]"
     raw = _dict(raw, where)
     # Phase 1 has steps whose completions are null; the step label keeps that for export.
     completions = (
@@ -187,9 +214,7 @@ def _parse_step(raw: Any, where: str) -> ParsedStep:
         raw.get("chosen_completion"), (int,), f"{where}.chosen_completion", nullable=True
     )
     return ParsedStep(
-        completions=[
-            _parse_completion(c, f"{where}.completions[{i}]") for i, c in enumerate(completions)
-        ],
+        completions=[_parse_completion(c, step, i) for i, c in enumerate(completions)],
         human_completion=raw.get("human_completion"),
         chosen_completion=chosen,
         raw=raw,
@@ -253,7 +278,7 @@ def parse_record(raw: Any) -> ParsedRecord:
     pre_steps = _typed(
         question.get("pre_generated_steps"), (list,), "question.pre_generated_steps", nullable=True
     )
-    if pre_steps is not None:
+    if pre_steps is not None and not all(type(step) is str for step in pre_steps):
         for i, step in enumerate(pre_steps):
             _typed(step, (str,), f"question.pre_generated_steps[{i}]")
     pre_answer = _typed(
@@ -268,7 +293,7 @@ def parse_record(raw: Any) -> ParsedRecord:
 
     label = _dict(_require(raw, "label", ""), "label")
     steps_raw = _typed(_require(label, "steps", "label."), (list,), "label.steps")
-    label_steps = [_parse_step(s, f"label.steps[{i}]") for i, s in enumerate(steps_raw)]
+    label_steps = [_parse_step(s, i) for i, s in enumerate(steps_raw)]
     total_time = _typed(label.get("total_time"), (int,), "label.total_time", nullable=True)
     finish_reason = label.get("finish_reason")
     if finish_reason is not None and finish_reason not in FINISH_REASONS:

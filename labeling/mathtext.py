@@ -63,8 +63,23 @@ _CONTROL = re.compile(
 )
 
 
+# str.isprintable() is False for every character above but the Hangul fillers (letters), and
+# for line feeds and tabs, which are not marked.
+_PRINTABLE_MARKED = ("\u115f", "\u1160", "\u3164", "\uffa0")
+
+
+def _none_marked(text: str) -> bool:
+    """True only if `text` has none of the characters above: a test of a few C loops, a third
+    of the expression's time, for the texts of a 100,000-line import, nearly all clean."""
+    if any(c in text for c in _PRINTABLE_MARKED):
+        return False
+    return text.replace("\n", "").replace("\t", "").isprintable()
+
+
 def control_characters(text: str) -> Counter[str]:
     """How often each invisible format or control character occurs in `text`, as 'U+202E'."""
+    if _none_marked(text):
+        return Counter()
     return Counter(f"U+{ord(c):04X}" for c in _CONTROL.findall(text))
 
 

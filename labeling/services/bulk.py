@@ -3,11 +3,21 @@ the planner's statistics refreshed after them."""
 
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, DateTimeField, JSONField, Model
+from django.db.models import (
+    AutoField,
+    BooleanField,
+    DateTimeField,
+    FloatField,
+    ForeignKey,
+    IntegerField,
+    JSONField,
+    Model,
+)
 from django.utils import timezone
 
 
@@ -65,14 +75,18 @@ def _copy_rows(
     model: type[Model], columns: list[str], rows: list[tuple], *, ids: list[int] | None
 ) -> None:
     """COPY the rows in, with these ids, or (None) each with its sequence's next one, drawn
-    by the server while it reads them, which costs no round trip of a million numbers."""
+    by the server while it reads them, which costs no round trip of a million numbers.
+
+    The text is built a column at a time, each column by one formatter over all its values:
+    a million rows formatted value by value spent seconds in Python calls alone.
+    """
     meta, quote = model._meta, connection.ops.quote_name
-    given = [meta.get_field(column.removesuffix("_id")) for column in columns]
+    given = [meta.get_field(column) for column in columns]  # a name or a column (problem_id)
     named = {f.column for f in given}
     defaulted = [f for f in meta.concrete_fields if f.column not in named and f is not meta.pk]
-    formats = [_copy_format(f) for f in given]
+    formats = [_column_format(f) for f in given]
     # A default is one value for every row: formatted once.
-    tail = "".join("\t" + _copy_format(f)(_default(f)) for f in defaulted)
+    defaults = [_column_format(f)([_default(f)])[0] for f in defaulted]
     names = [*(f.column for f in given), *(f.column for f in defaulted)]
     if ids is not None:
         names.insert(0, meta.pk.column)
@@ -80,16 +94,15 @@ def _copy_rows(
     with connection.cursor() as cursor:
         for start in range(0, len(rows), COPY_ROWS):
             chunk = rows[start : start + COPY_ROWS]
-            if ids is None:
-                prefixes = [""] * len(chunk)
-            else:
-                prefixes = [f"{pk}\t" for pk in ids[start : start + COPY_ROWS]]
-            lines = [
-                prefix + "\t".join([fmt(v) for fmt, v in zip(formats, row, strict=True)]) + tail
-                for prefix, row in zip(prefixes, chunk, strict=True)
-            ]
-            lines.append("")
-            _copy(cursor.cursor, sql, "\n".join(lines))
+            values = list(zip(*chunk, strict=True))
+            if len(values) != len(formats):
+                raise ValueError(f"rows of {len(values)} values for {len(formats)} columns")
+            text = [fmt(column) for fmt, column in zip(formats, values, strict=True)]
+            text += [[default] * len(chunk) for default in defaults]
+            if ids is not None:
+                text.insert(0, _copy_numbers(ids[start : start + COPY_ROWS]))
+            lines = "\n".join(map("\t".join, zip(*text, strict=True)))
+            _copy(cursor.cursor, sql, lines + "\n")
 
 
 def _default(field) -> Any:
@@ -107,10 +120,15 @@ def _copy(cursor: Any, sql: str, data: str) -> None:
             copy.write(data)
 
 
+_NULL = "\\N"
+# Joins a column's texts so that they are escaped at once; NUL, which no text column can hold.
+_SEPARATOR = "\x00"
+
+
 def _copy_text(value: Any) -> str:
     """A value in COPY's text format: NULL as \\N, backslash, tab and line breaks escaped."""
     if value is None:
-        return "\\N"
+        return _NULL
     text = value if type(value) is str else str(value)
     # Most texts need no escape; and chained replaces cost a tenth of one translate.
     if "\\" in text:
@@ -120,27 +138,58 @@ def _copy_text(value: Any) -> str:
     return text
 
 
+def _copy_texts(values: Sequence) -> list[str]:
+    # Escaping is the same character by character, so the column's texts are joined, escaped
+    # in one pass and split again; None, other types or a separator within fall back.
+    try:
+        joined = _SEPARATOR.join(values)
+    except TypeError:
+        return [_copy_text(v) for v in values]
+    parts = _copy_text(joined).split(_SEPARATOR)
+    if len(parts) != len(values):
+        return [_copy_text(v) for v in values]
+    return parts
+
+
+def _copy_numbers(values: Sequence) -> list[str]:
+    if None in values:
+        return [_NULL if v is None else str(v) for v in values]
+    return list(map(str, values))
+
+
 def _copy_json(value: Any) -> str:
     if value is None:
-        return "\\N"
+        return _NULL
     if not value and type(value) is dict:
         return "{}"  # nearly every `extra`
     return _copy_text(json.dumps(value, ensure_ascii=False))
 
 
-def _copy_bool(value: Any) -> str:
-    return "\\N" if value is None else ("t" if value else "f")
+_BOOLS = {True: "t", False: "f", None: _NULL}
+
+
+def _copy_bools(values: Sequence) -> list[str]:
+    return list(map(_BOOLS.__getitem__, values))
 
 
 def _copy_time(value: Any) -> str:
-    return "\\N" if value is None else value.isoformat()
+    return _NULL if value is None else value.isoformat()
 
 
-def _copy_format(field) -> Any:
+def _column_format(field) -> Callable[[Sequence], list[str]]:
+    """What formats a column of `field`'s values for COPY."""
+    if isinstance(field, ForeignKey):
+        field = field.target_field
     if isinstance(field, JSONField):
-        return _copy_json
+        return partial(_each, _copy_json)
     if isinstance(field, BooleanField):
-        return _copy_bool
+        return _copy_bools
     if isinstance(field, DateTimeField):
-        return _copy_time
-    return _copy_text
+        return partial(_each, _copy_time)
+    if isinstance(field, IntegerField | FloatField | AutoField):
+        return _copy_numbers
+    return _copy_texts
+
+
+def _each(format: Callable[[Any], str], values: Sequence) -> list[str]:
+    return [format(v) for v in values]

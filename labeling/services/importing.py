@@ -6,6 +6,7 @@ Every import is all-or-nothing: it runs in one transaction, and the first bad li
 Files are read line by line and written in batches, so memory does not grow with file size.
 """
 
+import functools
 import json
 import math
 import sys
@@ -20,11 +21,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import transaction
 from django.db.backends.base.operations import BaseDatabaseOperations
-from django.db.models import FloatField, Model
+from django.db.models import Field, FloatField, Model
 from tqdm import tqdm
 
 from core import strictjson
 from core.answers import final_answer
+from core.bulk import rare_collections
 from core.errors import Invalid
 from labeling.export import PROGRESS_MIN_LINES
 from labeling.grading import grade_answer, grade_answers, grading_pool, regrade_solutions
@@ -141,7 +143,7 @@ def check_column(model: type[Model], name: str, value: Any, *, label: str | None
     if value is None:
         return
     label = label or name
-    field = model._meta.get_field(name)
+    field, validators = _column_limits(model, name)
     if isinstance(value, str) and "\x00" in value:
         raise ValueError(f"'{label}' contains a NUL character, which cannot be stored")
     if isinstance(field, FloatField):
@@ -151,12 +153,7 @@ def check_column(model: type[Model], name: str, value: Any, *, label: str | None
             finite = False
         if not finite:
             raise ValueError(f"'{label}' must be a finite number, got {str(value)[:40]}")
-    # The portable ranges of the integer types, whatever this database's are: SQLite's columns
-    # hold any integer, and a line SQLite took would fail the same data's move to PostgreSQL.
-    low, high = PORTABLE_INTEGER_RANGES.get(field.get_internal_type(), (None, None))
-    portable = [MinValueValidator(low)] if low is not None else []
-    portable += [MaxValueValidator(high)] if high is not None else []
-    for validator in [*field.validators, *portable]:
+    for validator in validators:
         try:
             validator(value)
         except ValidationError as exc:
@@ -170,6 +167,19 @@ def check_column(model: type[Model], name: str, value: Any, *, label: str | None
             else:
                 message = exc.messages[0]
             raise ValueError(f"'{label}' {message}") from None
+
+
+@functools.cache
+def _column_limits(model: type[Model], name: str) -> tuple[Field, list]:
+    """The field and the validators of its column's limits, built once (an import checks a few
+    columns of every line)."""
+    field = model._meta.get_field(name)
+    # The portable ranges of the integer types, whatever this database's are: SQLite's columns
+    # hold any integer, and a line SQLite took would fail the same data's move to PostgreSQL.
+    low, high = PORTABLE_INTEGER_RANGES.get(field.get_internal_type(), (None, None))
+    portable = [MinValueValidator(low)] if low is not None else []
+    portable += [MaxValueValidator(high)] if high is not None else []
+    return field, [*field.validators, *portable]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +236,7 @@ def import_problems(*, path: Path, name: str | None = None) -> ImportResult:
     name = name or str(path)
     result = ImportResult()
     first_line_of: dict[str, int] = {}
-    with transaction.atomic():
+    with rare_collections(), transaction.atomic():
         for number, obj in read_jsonl(path=path, name=name):
             result.lines += 1
             try:
@@ -354,7 +364,7 @@ def import_solutions(*, path: Path, name: str | None = None) -> ImportResult:
     """
     name = name or str(path)
     result = ImportResult()
-    with transaction.atomic(), grading_pool() as pool:
+    with rare_collections(), transaction.atomic(), grading_pool() as pool:
         for batch in batched(read_jsonl(path=path, name=name), BATCH_SIZE):
             parsed = []
             for number, obj in batch:

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import prm800k
+from core.bulk import rare_collections
 from labeling import grading
 from labeling.grading import GradingPool, grade_answer, grade_answers, grading_pool
 from labeling.models import (
@@ -50,21 +51,23 @@ def _compact(parts: dict) -> dict:
 
 
 def _resolve_problems(records: list[prm800k.ParsedRecord]) -> dict[str, Problem]:
-    wanted = {text_digest(r.problem): r for r in records}
-    found = Problem.objects.in_bulk(list(wanted), field_name="text_hash")
+    """Each line's problem by its text (hashed once per text), new ones stored."""
+    wanted = {r.problem: r for r in records}
+    digests = {text: text_digest(text) for text in wanted}
+    found = Problem.objects.in_bulk(list(digests.values()), field_name="text_hash")
     missing = [
         Problem(
-            text=r.problem,
-            text_hash=digest,
+            text=text,
+            text_hash=digests[text],
             answer=r.ground_truth_answer,
             solution=r.ground_truth_solution,
         )
-        for digest, r in wanted.items()
-        if digest not in found
+        for text, r in wanted.items()
+        if digests[text] not in found
     ]
     Problem.objects.bulk_create(missing)
     found.update({p.text_hash: p for p in missing})
-    return found
+    return {text: found[digest] for text, digest in digests.items()}
 
 
 def _resolve_generations(numbers: set[int]) -> dict[int, Generation]:
@@ -94,6 +97,7 @@ SOLUTION_COLUMNS = [
     "source_score",
     "generation_id",
     "alternatives",
+    "labels_submitted",
 ]
 
 
@@ -173,13 +177,20 @@ def _resolve_solutions(
     problems: dict[str, Problem],
     generations: dict[int, Generation],
     grader: "_Grader",
-) -> dict[tuple[int, str], "_Stored"]:
-    """Each line's solution by (problem id, content hash), new ones stored."""
+) -> tuple[list["_Stored"], set[int]]:
+    """Each line's solution, found by (problem id, content hash) or stored; and the ids of
+    those that were there before this batch.
+
+    A new solution is stored with this batch's labels of it counted (every imported label
+    is submitted), so that only the solutions that were there need counting again.
+    """
+    keys = [(problems[r.problem].pk, _solution_key(r)) for r in records]
     keyed: dict[tuple[int, str], prm800k.ParsedRecord] = {}
     alternatives: dict[tuple[int, str], dict[str, list[str]]] = {}
-    for r in records:
-        key = (problems[text_digest(r.problem)].pk, _solution_key(r))
+    labels: dict[tuple[int, str], int] = {}
+    for key, r in zip(keys, records, strict=True):
         keyed.setdefault(key, r)
+        labels[key] = labels.get(key, 0) + 1
         if not alternatives.get(key):
             alternatives[key] = _offered_alternatives(r)
     found = {
@@ -188,7 +199,8 @@ def _resolve_solutions(
             problem_id__in={k[0] for k in keyed}, content_hash__in={k[1] for k in keyed}
         ).values_list("pk", "problem_id", "content_hash", "steps", "answer", "source_score")
     }
-    new = [(k, r, problems[text_digest(r.problem)]) for k, r in keyed.items() if k not in found]
+    existing = {stored.pk for stored in found.values()}
+    new = [(k, r, problems[r.problem]) for k, r in keyed.items() if k not in found]
     pairs = [(r.answer, problem.answer) for _, r, problem in new]
     known = [grader.known(pair) for pair in pairs]
     rows = [
@@ -202,6 +214,7 @@ def _resolve_solutions(
             r.source_score,
             generations[r.generation].pk if r.generation is not None else None,
             alternatives[key],
+            labels[key],
         )
         for (key, r, problem), verdict in zip(new, known, strict=True)
     ]
@@ -213,16 +226,13 @@ def _resolve_solutions(
         found[key] = _Stored(pk, r.steps, r.answer, r.source_score)
     if new:
         transaction.on_commit(partial(solutions_added.send, sender=Solution, count=len(new)))
+    solutions = [found[key] for key in keys]
     # A solution served as quality control or screening in any line keeps that flag.
     for flag in ("is_quality_control", "is_screening"):
-        ids = {
-            found[(problems[text_digest(r.problem)].pk, _solution_key(r))].pk
-            for r in records
-            if getattr(r, flag)
-        }
+        ids = {stored.pk for stored, r in zip(solutions, records, strict=True) if getattr(r, flag)}
         if ids:
             Solution.objects.filter(pk__in=ids).update(**{flag: True})
-    return found
+    return solutions, existing
 
 
 def _offered_alternatives(record: prm800k.ParsedRecord) -> dict[str, list[str]]:
@@ -242,7 +252,9 @@ def _solution_key(record: prm800k.ParsedRecord) -> str:
     return solution_digest(steps=record.steps, answer=record.answer)
 
 
-_ORDINARY_CHOICES = range(1000)
+# The usual completion index (or none) needs no look at the column's limits: a million steps.
+# (A set, not a range: `None in range(…)` compares None with each of its numbers.)
+_ORDINARY_CHOICES = frozenset([None, *range(1000)])
 
 
 def parse_line(obj: dict) -> prm800k.ParsedRecord:
@@ -259,7 +271,7 @@ def parse_line(obj: dict) -> prm800k.ParsedRecord:
     )
     for i, step in enumerate(record.label_steps):
         if step.chosen_completion in _ORDINARY_CHOICES:
-            continue  # a million steps: the usual index needs no look at the column's limits
+            continue
         check_column(
             StepLabel,
             "chosen_completion",
@@ -270,6 +282,9 @@ def parse_line(obj: dict) -> prm800k.ParsedRecord:
 
 
 _IMPORTED = (Problem, Solution, Generation, LabelingSession, StepLabel, StepRating)
+# What each batch looks up (its problems, its solutions and their sessions to count): the
+# million step labels and ratings are only written until the import ends.
+_LOOKED_UP = (Problem, Solution, LabelingSession)
 
 
 def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
@@ -277,14 +292,14 @@ def import_prm800k(*, path: Path, name: str | None = None) -> ImportResult:
     name = name or str(path)
     result = ImportResult(details={"sessions": 0, "ratings": 0})
     imported_at = timezone.now()
-    with transaction.atomic(), grading_pool() as pool, _Grader(pool) as grader:
+    with rare_collections(), transaction.atomic(), grading_pool() as pool, _Grader(pool) as grader:
         lines = read_jsonl(path=path, name=name)
         for batch_number, batch in enumerate(batched(lines, BATCH_SIZE)):
             if batch_number and not batch_number & (batch_number - 1):
                 # The tables doubled since the planner last counted them (batches 1, 2, 4, …):
                 # planned as the few rows there were, each batch's lookups of its solutions
                 # read whole tables and the import grew quadratic.
-                refresh_planner_statistics(models=_IMPORTED)
+                refresh_planner_statistics(models=_LOOKED_UP)
             records = []
             for number, obj in batch:
                 try:
@@ -322,12 +337,11 @@ def _store_records(
     labelers = labelers_by_uuid(uuids={r.labeler for r in records})
     generations = _resolve_generations({r.generation for r in records if r.generation is not None})
     problems = _resolve_problems(records)
-    solutions = _resolve_solutions(records, problems, generations, grader)
+    solutions, existing = _resolve_solutions(records, problems, generations, grader)
 
     session_rows = []
-    for r in records:
-        problem = problems[text_digest(r.problem)]
-        solution = solutions[(problem.pk, _solution_key(r))]
+    for r, solution in zip(records, solutions, strict=True):
+        problem = problems[r.problem]
         submitted_at = r.timestamp or imported_at
         top = prm800k.modelled_top(
             labeler=r.labeler,
@@ -368,9 +382,10 @@ def _store_records(
             )
         )
     session_ids = insert_rows(LabelingSession, SESSION_COLUMNS, session_rows)
-    # Rows bypass the submission that keeps Solution.labels_submitted: count the labeled
-    # solutions again, so the queues stop walking past them.
-    recount_labels(solutions=Solution.objects.filter(pk__in={row[1] for row in session_rows}))
+    # Rows bypass the submission that keeps Solution.labels_submitted: count the solutions
+    # that were there again (new ones were stored counted), so the queues stop walking past.
+    if existing:
+        recount_labels(solutions=Solution.objects.filter(pk__in=existing))
 
     step_rows = []
     step_completions = []

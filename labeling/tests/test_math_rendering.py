@@ -222,6 +222,9 @@ def test_the_marked_characters_are_every_invisible_format_and_control_character(
     marked = set(mathtext.control_characters("x".join(sorted(expected | {"\r"})) + "x"))
     assert marked == {f"U+{ord(c):04X}" for c in expected | {"\r"}}
     assert not mathtext.control_characters("a\r\nb\tc\nd" + "".join(VISIBLE_FORMAT))
+    # One at a time, in text that is otherwise clean (the quick test for clean text lets none by).
+    for c in expected | {"\r"}:
+        assert mathtext.control_characters(f"x {c}\ty\nπ") == {f"U+{ord(c):04X}": 1}
 
 
 INVISIBLE = {

@@ -220,19 +220,29 @@ def test_rating_outside_domain_names_the_field(tmp_path):
         call_command("import_prm800k", str(path), stdout=io.StringIO())
 
 
-def test_imported_labels_are_counted_on_their_solutions():
+def test_imported_labels_are_counted_on_their_solutions(tmp_path, monkeypatch):
     # The queues skip a solution by its count of submitted labels (Solution.labels_submitted);
-    # an import writes labels without the workbench's submission, and must count them too.
+    # an import writes labels without the workbench's submission, and must count them too:
+    # a solution labeled twice in one batch, again in a later batch, and by a later import.
     from django.db.models import Count, Q
 
-    from labeling.models import Solution
+    from labeling.services import prm800k_import
 
-    call_command("import_prm800k", str(FIXTURES / "prm800k_phase2.jsonl"), stdout=io.StringIO())
+    monkeypatch.setattr(prm800k_import, "BATCH_SIZE", 2)
+    fixture = FIXTURES / "prm800k_phase2.jsonl"
+    lines = [line for line in fixture.read_text().splitlines() if line.strip()]
+    once = (FIXTURES / "prm800k_phase1.jsonl").read_text().splitlines()[0]
+    path = tmp_path / "repeated.jsonl"
+    path.write_text("\n".join([lines[0], lines[0], *lines, once, once, lines[0]]) + "\n")
+    call_command("import_prm800k", str(path), stdout=io.StringIO())
+    call_command("import_prm800k", str(fixture), stdout=io.StringIO())
+
     counted = Solution.objects.annotate(
         labels=Count("sessions", filter=Q(sessions__submitted_at__isnull=False))
     )
-    assert counted.filter(labels__gt=0).exists()
-    assert all(s.labels_submitted == s.labels for s in counted)
+    assert counted.get(source="prm800k-phase1").labels == 2
+    assert max(s.labels for s in counted) >= 5
+    assert [s.labels_submitted for s in counted] == [s.labels for s in counted]
 
 
 def test_a_generated_file_of_several_batches_round_trips_with_every_answer_graded(

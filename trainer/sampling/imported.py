@@ -15,6 +15,7 @@ from pathlib import Path
 from django.db import transaction
 
 from core import prm800k
+from core.bulk import rare_collections
 from labeling.models import Problem, Solution, solution_digest, text_digest
 from labeling.services.importing import (
     BATCH_SIZE,
@@ -67,7 +68,7 @@ def import_labels(*, path: Path, format: str, name: str | None = None) -> Import
     file_name = Path(name).name
     check_column(ImportedLabel, "file_name", file_name, label="file name")
     result = ImportResult(details={"problems created": 0, "solutions created": 0})
-    with transaction.atomic():
+    with rare_collections(), transaction.atomic():
         for batch in batched(read_records(path=path, name=name, format=format), BATCH_SIZE):
             for number, records in batch:
                 result.lines += 1
