@@ -4,6 +4,7 @@ import that meets an unending answer)."""
 import csv
 import json
 import multiprocessing
+import os
 import threading
 import time
 from collections import defaultdict
@@ -134,6 +135,10 @@ def test_garbage_is_not_equivalent_and_does_not_raise(garbage):
     assert is_equivalent("5", garbage) is False
 
 
+def _niceness(_) -> int:
+    return os.nice(0)
+
+
 def _graded_in_a_daemon(pairs, queue) -> None:
     pool = GradingPool(processes=2)
     queue.put((pool.grade(pairs), pool.processes))
@@ -149,6 +154,14 @@ class TestGradingPool:
         with GradingPool(processes=2) as pool:
             assert pool.grade(self.PAIRS) == self.EXPECTED
             assert pool.processes == 2  # it did not fall back to grading in this process
+
+    def test_workers_yield_the_cpu_to_the_import_that_waits_on_its_rows(self):
+        from labeling.grading import GRADING_NICENESS
+
+        with GradingPool(processes=2) as pool:
+            pool.grade(self.PAIRS)
+            niceness = set(pool._executor.map(_niceness, range(8)))
+        assert niceness == {os.nice(0) + GRADING_NICENESS}
 
     def test_grades_in_its_own_process_where_children_are_not_allowed(self):
         # A daemonic process (a Celery prefork child, say) may not start processes; the
