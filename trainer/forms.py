@@ -68,11 +68,18 @@ class OverlapForm(forms.Form):
 
 class GenerationForm(forms.Form):
     """Selection parameters for publishing the next generation; initial values are the
-    SELECTION_* settings, and the overlap and the judge display may be left empty for theirs."""
+    SELECTION_* settings, and the overlap, the judge display and the ensemble may be left empty
+    for theirs."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        optional = {"overlap_share", "overlap_labelers", "judge_display"}
+        optional = {
+            "overlap_share",
+            "overlap_labelers",
+            "judge_display",
+            "ensemble_members",
+            "ensemble_dropout",
+        }
         required = set(names(SelectionParams)) - optional
         self.fields.update(form_fields(SelectionParams, required=required))
 

@@ -110,7 +110,7 @@ def member_scores(
     *,
     prm: PRM,
     solution_ids: Iterable[int],
-    passes: int,
+    members: int,
     dropout: float,
     seed: int,
     batch_size: int = 32,
@@ -122,7 +122,7 @@ def member_scores(
     configure_threads()
     ids = sorted(set(solution_ids))
     chunk = chunk_size or settings.PRM_SCORE_CHUNK
-    score = partial(prm.member_step_scores, passes=passes, dropout=dropout, seed=seed)
+    score = partial(prm.member_step_scores, members=members, dropout=dropout, seed=seed)
     for start in range(0, len(ids), chunk):
         rows = [
             row

@@ -2,12 +2,13 @@
 strategy (`trainer.selection.strategies.ensemble_uncertainty`).
 
 ActPRM (Duan et al., 2025) selects what its ensemble of PRM heads disagrees on. Here the
-ensemble comes from the one trained PRM by Monte Carlo dropout at inference: `PASSES` members,
-each the head reading the hidden states at the step tags through its own dropout mask
-(probability `DROPOUT`, kept values scaled by 1 / (1 - p)). Dropout is applied there, not in
-the backbone, because neither the tiny built-in backbone nor the HF ones we train (SmolLM2,
-Llama-shaped) have dropout at inference (their configs set p = 0): masking the final hidden
-states works for any backbone without retraining, and one backbone pass serves every member,
+ensemble comes from the one trained PRM by Monte Carlo dropout at inference: the selection's
+`ensemble_members` (8 by default), each the head reading the hidden states at the step tags
+through its own dropout mask (probability `ensemble_dropout`, 0.1 by default; kept values
+scaled by 1 / (1 - p)). Dropout is applied there, not in the backbone, because neither the
+tiny built-in backbone nor the HF ones we train (SmolLM2, Llama-shaped) have dropout at
+inference (their configs set p = 0): masking the final hidden states works for any backbone
+without retraining, and one backbone pass serves every member,
 the head (hidden size x 3) running once per member.
 
 The masks are drawn once per selection from its seed (a CPU generator, the same on any device)
@@ -38,18 +39,15 @@ from labeling.models import Solution
 from trainer.selection.strategies import epistemic_uncertainty
 from trainer.training.models import ModelVersion
 
-PASSES = 8
-DROPOUT = 0.1
-
 
 def uncertainties(
     *,
     pool: QuerySet[Solution],
     model_version: ModelVersion | None,
     seed: int,
+    members: int,
+    dropout: float,
     prm=None,
-    passes: int = PASSES,
-    dropout: float = DROPOUT,
     batch_size: int = 32,
 ) -> dict[int, float]:
     """Solution id -> the epistemic uncertainty of the version's PRM about it, for the solutions
@@ -74,7 +72,7 @@ def uncertainties(
         for pk, members in member_scores(
             prm=prm,
             solution_ids=ids,
-            passes=passes,
+            members=members,
             dropout=dropout,
             seed=seed,
             batch_size=batch_size,

@@ -153,7 +153,13 @@ def pool_rows(
 
 
 def ensemble_uncertainties(
-    *, model_version: ModelVersion | None, strategy: str, seed: int, prm: "PRM | None"
+    *,
+    model_version: ModelVersion | None,
+    strategy: str,
+    seed: int,
+    members: int,
+    dropout: float,
+    prm: "PRM | None",
 ) -> dict[int, float] | None:
     """The PRM's ensemble uncertainty about the pool (`trainer.selection.ensemble`), for the
     strategy that orders by it only; None for the others."""
@@ -163,5 +169,10 @@ def ensemble_uncertainties(
     from trainer.selection import ensemble
 
     return ensemble.uncertainties(
-        pool=unlabeled_pool(), model_version=model_version, seed=seed, prm=prm
+        pool=unlabeled_pool(),
+        model_version=model_version,
+        seed=seed,
+        members=members,
+        dropout=dropout,
+        prm=prm,
     )

@@ -166,6 +166,23 @@ class SelectionParams(Params):
         help="What labelers see of the judge (labeling.judge_display).",
         choices=dict(Generation.JudgeDisplay.choices),
     )
+    ensemble_members: int = param(
+        8,
+        label="Ensemble members",
+        help="Dropout copies of the PRM's head whose spread is its uncertainty "
+        "(ensemble_uncertainty only; each costs a head evaluation per step).",
+        low=2,
+        high=64,
+    )
+    ensemble_dropout: float = param(
+        0.1,
+        label="Ensemble dropout",
+        help="Share of the head's inputs each member drops (ensemble_uncertainty only).",
+        low=0,
+        high=1,
+        low_open=True,
+        high_open=True,
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -230,6 +247,7 @@ def select_generation(
     seed: int = 0,
     prm: "PRM | None" = None,
     request_id: str = "",
+    **more: Any,
 ) -> Generation:
     """Score the unlabeled pool with `model_version` and publish the next generation.
 
@@ -243,6 +261,8 @@ def select_generation(
     - `quality_control_count` quality-control solutions on top, served to every labeler;
     - `overlap_share` of the batch labeled by `overlap_labelers` labelers each (overlap);
     - `seed` breaks ties (and is the uniform strategy's randomness);
+    - `more`: the other `SelectionParams` (judge_display, ensemble_members, ...), else their
+      defaults;
     - `prm`: the loaded model of `model_version`, to skip loading its checkpoint (only used
       when some solution lacks this version's score and no worker is scoring it; its scores
       then become those solutions' latest PRM scores, whether or not the version is active);
@@ -262,6 +282,7 @@ def select_generation(
         overlap_share=overlap_share,
         overlap_labelers=overlap_labelers,
         seed=seed,
+        **more,
     )
     return publish_generation(
         model_version=model_version, params=params, prm=prm, request_id=request_id
@@ -284,7 +305,12 @@ def publish_generation(
     scored = score_pool(model_version=model_version, prm=prm)
     # A backbone pass over the pool, like the scoring: before the lock, not inside it.
     epistemic = ensemble_uncertainties(
-        model_version=model_version, strategy=params.strategy, seed=params.seed, prm=prm
+        model_version=model_version,
+        strategy=params.strategy,
+        seed=params.seed,
+        members=params.ensemble_members,
+        dropout=params.ensemble_dropout,
+        prm=prm,
     )
     try:
         with transaction.atomic():
@@ -340,13 +366,7 @@ def publish_generation(
                 ),
             }
             if epistemic is not None:
-                from trainer.selection.ensemble import DROPOUT, PASSES
-
-                recorded["ensemble"] = {
-                    "passes": PASSES,
-                    "dropout": DROPOUT,
-                    "uncertain": len(epistemic),
-                }
+                recorded["ensemble"] = {"uncertain": len(epistemic)}
             if request_id:
                 recorded["request_id"] = request_id
             generation = Generation.objects.create(

@@ -391,6 +391,8 @@ def test_selection_params_default_to_the_settings(settings):
         "overlap_labelers": 3,
         "seed": 0,
         "judge_display": "hidden",
+        "ensemble_members": 8,
+        "ensemble_dropout": 0.1,
     }
     with pytest.raises(InvalidSelection, match="Unknown selection parameter"):
         selection.selection_params({"size": 3})

@@ -160,16 +160,16 @@ def test_the_uncertainty_is_the_spread_of_the_members_scores():
 
 
 def test_the_masks_come_from_the_seed():
-    masks = member_masks(hidden_size=64, passes=8, dropout=0.5, seed=3)
+    masks = member_masks(hidden_size=64, members=8, dropout=0.5, seed=3)
     assert masks.shape == (8, 64)
     assert set(masks.unique().tolist()) == {0.0, 2.0}  # dropped, or kept and scaled
-    assert torch.equal(masks, member_masks(hidden_size=64, passes=8, dropout=0.5, seed=3))
-    assert not torch.equal(masks, member_masks(hidden_size=64, passes=8, dropout=0.5, seed=4))
+    assert torch.equal(masks, member_masks(hidden_size=64, members=8, dropout=0.5, seed=3))
+    assert not torch.equal(masks, member_masks(hidden_size=64, members=8, dropout=0.5, seed=4))
     assert torch.equal(
-        member_masks(hidden_size=64, passes=4, dropout=0.0, seed=3), torch.ones(4, 64)
+        member_masks(hidden_size=64, members=4, dropout=0.0, seed=3), torch.ones(4, 64)
     )
     with pytest.raises(ValueError):
-        member_masks(hidden_size=64, passes=1, dropout=0.1, seed=3)
+        member_masks(hidden_size=64, members=1, dropout=0.1, seed=3)
 
 
 @pytest.mark.django_db
@@ -178,10 +178,10 @@ def test_without_dropout_every_member_is_the_model_and_nothing_is_uncertain(vers
     select(version, strategy="uniform")  # scores the pool with the version
 
     still = ensemble.uncertainties(
-        pool=unlabeled_pool(), model_version=version, seed=0, prm=prm, dropout=0.0
+        pool=unlabeled_pool(), model_version=version, seed=0, prm=prm, members=8, dropout=0.0
     )
     unsure = ensemble.uncertainties(
-        pool=unlabeled_pool(), model_version=version, seed=0, prm=prm, dropout=0.1
+        pool=unlabeled_pool(), model_version=version, seed=0, prm=prm, members=8, dropout=0.1
     )
 
     assert set(still) == set(unsure) == {s.pk for s in pool}
@@ -189,14 +189,14 @@ def test_without_dropout_every_member_is_the_model_and_nothing_is_uncertain(vers
     assert all(value > 0 for value in unsure.values())
     # The members without dropout are the model: its scores as stored.
     members = prm.member_step_scores(
-        problems=[pool[7].problem.text], steps=[pool[7].steps], passes=3, dropout=0.0, seed=0
+        problems=[pool[7].problem.text], steps=[pool[7].steps], members=3, dropout=0.0, seed=0
     )[0]
     pool[7].refresh_from_db()
     for scores in members:
         assert scores == pytest.approx(pool[7].prm_step_scores, abs=1e-6)
     # Another seed draws other members: other values.
     other = ensemble.uncertainties(
-        pool=unlabeled_pool(), model_version=version, seed=1, prm=prm, dropout=0.1
+        pool=unlabeled_pool(), model_version=version, seed=1, prm=prm, members=8, dropout=0.1
     )
     assert other != unsure
 
@@ -207,19 +207,60 @@ def test_without_dropout_every_member_is_the_model_and_nothing_is_uncertain(vers
 @pytest.mark.django_db
 def test_it_ranks_by_the_ensemble_not_by_the_score_nearest_half(version, pool):
     generation = select(version, batch_size=20, seed=2)
-    unsure = ensemble.uncertainties(pool=unlabeled_pool(), model_version=version, seed=2)
+    unsure = ensemble.uncertainties(
+        pool=unlabeled_pool(), model_version=version, seed=2, members=8, dropout=0.1
+    )
 
     order = picked(generation)
     assert [unsure[pk] for pk in order] == sorted(unsure.values(), reverse=True)
     assert set(generation.params["selected"]) == {"uncertainty"}
-    assert generation.params["ensemble"] == {
-        "passes": ensemble.PASSES,
-        "dropout": ensemble.DROPOUT,
-        "uncertain": 20,
-    }
+    assert generation.params["ensemble"] == {"uncertain": 20}
+    assert (generation.params["ensemble_members"], generation.params["ensemble_dropout"]) == (
+        8,
+        0.1,
+    )
     unpublish()
     nearest_half = picked(select(version, strategy="uncertainty", batch_size=20, seed=2))
     assert order[:5] != nearest_half[:5]
+
+
+@pytest.mark.django_db
+def test_the_ensemble_is_the_one_the_selection_asks_for(version, pool):
+    generation = select(version, batch_size=20, seed=2, ensemble_members=3, ensemble_dropout=0.4)
+    unsure = ensemble.uncertainties(
+        pool=unlabeled_pool(), model_version=version, seed=2, members=3, dropout=0.4
+    )
+    default = ensemble.uncertainties(
+        pool=unlabeled_pool(), model_version=version, seed=2, members=8, dropout=0.1
+    )
+    assert unsure != default
+    assert [unsure[pk] for pk in picked(generation)] == sorted(unsure.values(), reverse=True)
+    assert (generation.params["ensemble_members"], generation.params["ensemble_dropout"]) == (
+        3,
+        0.4,
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"ensemble_members": 1},
+        {"ensemble_members": 65},
+        {"ensemble_dropout": 0},
+        {"ensemble_dropout": 1},
+    ],
+)
+def test_an_ensemble_that_cannot_measure_anything_is_refused_with_a_400(bad, make_user):
+    api = APIClient()
+    api.force_authenticate(make_user("res", "researcher"))
+    with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
+        response = api.post(
+            "/api/generations/", {"strategy": "ensemble_uncertainty", **bad}, format="json"
+        )
+    assert response.status_code == 400
+    assert next(iter(bad)) in response.json()
+    apply_async.assert_not_called()
 
 
 @pytest.mark.django_db
@@ -241,7 +282,9 @@ def test_the_per_problem_cap_holds_in_a_published_generation(version, pool):
         per_problem = Counter(members.values_list("problem_id", flat=True))
         assert sorted(per_problem.values()) == [2, 2, 2, 2]
         # Each problem gives its two most uncertain.
-        unsure = ensemble.uncertainties(pool=unlabeled_pool(), model_version=version, seed=seed)
+        unsure = ensemble.uncertainties(
+            pool=unlabeled_pool(), model_version=version, seed=seed, members=8, dropout=0.1
+        )
         for problem_id in per_problem:
             ranked = sorted(
                 (s.pk for s in pool if s.problem_id == problem_id), key=lambda pk: -unsure[pk]

@@ -44,8 +44,9 @@ touches the database.
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
+from core.params import default_of
 from labeling.first_error import position
 from trainer.evaluation.simulation import evaluation
 from trainer.evaluation.simulation.domain import Generator, Sample
@@ -60,6 +61,7 @@ from trainer.evaluation.simulation.label_sources import (
 from trainer.evaluation.simulation.labelers import session_ratings, suggested_ratings
 from trainer.evaluation.simulation.pool import SimulationRefused
 from trainer.selection import ensemble, strategies
+from trainer.selection.services import SelectionParams
 from trainer.training import consensus
 from trainer.training.dataset import Example
 from trainer.training.ml.prm import PRM, solution_score
@@ -68,6 +70,9 @@ Emit = Callable[[str], None]
 
 STRATEGIES = tuple(strategies.STRATEGIES)
 ENSEMBLE = "ensemble_uncertainty"
+# The product's ensemble as a selection makes it by default.
+_SELECTION = {f.name: default_of(f) for f in fields(SelectionParams)}
+ENSEMBLE_MEMBERS, ENSEMBLE_DROPOUT = _SELECTION["ensemble_members"], _SELECTION["ensemble_dropout"]
 SOURCES = ("human", "rollout", "judge", "human+rollout", "consensus")
 DISPLAYS = ("hidden", "confirm")
 
@@ -317,8 +322,8 @@ def _candidates(
         members = prm.member_step_scores(
             problems=problems,
             steps=steps,
-            passes=ensemble.PASSES,
-            dropout=ensemble.DROPOUT,
+            members=ENSEMBLE_MEMBERS,
+            dropout=ENSEMBLE_DROPOUT,
             seed=ensemble_seed,
             batch_size=64,
         )

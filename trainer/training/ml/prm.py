@@ -456,7 +456,7 @@ class PRM:
         *,
         problems: list[str],
         steps: list[list[str]],
-        passes: int,
+        members: int,
         dropout: float,
         seed: int,
         batch_size: int = 16,
@@ -466,7 +466,7 @@ class PRM:
         the head's input (`trainer.selection.ensemble`). One backbone pass per batch serves
         every member; only the head runs once per member."""
         masks = member_masks(
-            hidden_size=self.module.head.in_features, passes=passes, dropout=dropout, seed=seed
+            hidden_size=self.module.head.in_features, members=members, dropout=dropout, seed=seed
         ).to(self.device)
 
         def head(hidden: torch.Tensor) -> torch.Tensor:
@@ -477,15 +477,15 @@ class PRM:
         return [self._ok(p).tolist() for p in probs]
 
 
-def member_masks(*, hidden_size: int, passes: int, dropout: float, seed: int) -> torch.Tensor:
-    """(passes, hidden_size) dropout masks: 0 where dropped, 1 / (1 - dropout) where kept.
+def member_masks(*, hidden_size: int, members: int, dropout: float, seed: int) -> torch.Tensor:
+    """(members, hidden_size) dropout masks: 0 where dropped, 1 / (1 - dropout) where kept.
     Drawn on the CPU from `seed`, so the same seed gives the same members on any device."""
-    if passes < 2 or not 0.0 <= dropout < 1.0:
+    if members < 2 or not 0.0 <= dropout < 1.0:
         raise ValueError(
-            f"An ensemble needs passes >= 2 and 0 <= dropout < 1, not {passes}, {dropout}."
+            f"An ensemble needs members >= 2 and 0 <= dropout < 1, not {members}, {dropout}."
         )
     generator = torch.Generator().manual_seed(seed)
-    kept = torch.rand((passes, hidden_size), generator=generator) >= dropout
+    kept = torch.rand((members, hidden_size), generator=generator) >= dropout
     return kept.float() / (1.0 - dropout)
 
 
