@@ -40,6 +40,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "params",
             "dataset_size",
             "dataset_hash",
+            "step_labels",
             "step",
             "total_steps",
             "epoch",

@@ -12,7 +12,7 @@ from trainer.models import ModelVersion, RolloutLabel, TrainingRun
 from trainer.tests.test_inspection import rate
 from trainer.tests.test_label_sources import rollout_run, store
 from trainer.training import consensus, runs
-from trainer.training.dataset import build_training_examples, label_counts
+from trainer.training.dataset import build_training_examples, step_label_counts
 from trainer.training.params import InvalidParams, TrainingParams
 
 pytestmark = pytest.mark.django_db
@@ -165,7 +165,7 @@ def test_consensus_examples_by_hand(sources):
         (s["s3"].pk, [1], "consensus", 1),
     ]
     assert examples[0].steps == s["s2"].steps[:3]
-    assert label_counts(examples) == (4, 4)
+    assert step_label_counts(examples) == {"human": 4, "consensus": 4}
 
 
 def test_a_first_error_judge_labels_up_to_its_error_and_the_prm_is_the_active_versions(sources):
@@ -287,7 +287,7 @@ def test_a_bad_consensus_sources_value_is_refused_by_the_api_form_and_command(cl
 
 @pytest.mark.slow  # trains a model: not in the fast lane
 def test_a_training_run_on_consensus_labels_trains_on_the_expected_examples(
-    sources, settings, tmp_path
+    sources, settings, tmp_path, client, researcher
 ):
     settings.PRM_MODEL_DIR = tmp_path / "models"
     settings.PRM_HEARTBEAT_SECONDS = 3600
@@ -305,6 +305,11 @@ def test_a_training_run_on_consensus_labels_trains_on_the_expected_examples(
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert run.dataset_size == 4  # s2, s5, s1, s3 (by hand, in the fixture)
     assert "Step labels: 4 from humans, 4 from the consensus of rollout + judge." in run.log_tail
+    assert run.step_labels == {"human": 4, "consensus": 4}
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert '<dd class="step-labels">4 human, 4 consensus</dd>' in page
+    api = client.get(f"/api/training-runs/{run.pk}/").json()
+    assert api["step_labels"] == {"human": 4, "consensus": 4}
     assert run.model_version is not None
 
 

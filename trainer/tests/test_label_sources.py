@@ -18,6 +18,7 @@ from trainer.training.dataset import (
     build_training_examples,
     snapshot_hash,
     split_by_problem,
+    step_label_counts,
 )
 from trainer.training.ml.prm import CLASSES, soft_loss
 from trainer.training.params import InvalidParams, TrainingParams
@@ -130,6 +131,7 @@ def test_training_data_from_human_rollout_or_both_kept_apart(case):
         ("rollout", solution.pk, [1, -1], 2.5),
         ("rollout", right.pk, [1, 1, 1], 2.5),
     ]
+    assert step_label_counts(both) == {"human": 3, "rollout": 5}  # as the run records them
 
 
 def test_the_latest_run_or_the_chosen_one_and_the_snapshot_covers_rollout_labels(case):

@@ -314,12 +314,17 @@ def consensus_examples(
     return [e for e in examples if e is not None]
 
 
-def label_counts(examples: list[Example]) -> tuple[int, int]:
-    """(step labels from humans, step labels from the consensus) of human and consensus
-    examples, each step of each example counted."""
-    kept = [e for e in examples if e.source in ("human", "consensus")]
-    consensus_steps = sum(e.consensus_steps for e in kept)
-    return sum(len(e.labels) for e in kept) - consensus_steps, consensus_steps
+def step_label_counts(examples: list[Example]) -> dict[str, int]:
+    """The examples' step labels by where they came from: human, consensus, rollout, imported
+    (a consensus example's human steps count as human). Sources with none are left out."""
+    counts: dict[str, int] = {}
+    for e in examples:
+        consensus = e.consensus_steps if e.source == "consensus" else 0
+        source = "human" if e.source == "consensus" else e.source
+        counts[source] = counts.get(source, 0) + len(e.labels) - consensus
+        if consensus:
+            counts["consensus"] = counts.get("consensus", 0) + consensus
+    return {source: n for source, n in counts.items() if n}
 
 
 def _rollout_example(

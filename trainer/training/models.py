@@ -18,6 +18,11 @@ class TrainingRun(Job):
     snapshot_at = models.DateTimeField(
         null=True, blank=True, help_text="Sessions submitted up to this moment were read."
     )
+    # By source: human, consensus (machine sources agreeing where no human rated), rollout,
+    # imported; a consensus example's human steps count as human.
+    step_labels = models.JSONField(
+        default=dict, blank=True, help_text="Step labels trained on, by where they came from."
+    )
 
     step = models.PositiveIntegerField(default=0)
     total_steps = models.PositiveIntegerField(default=0)

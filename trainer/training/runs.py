@@ -365,17 +365,21 @@ def _train(run: TrainingRun, recorder: RunRecorder):
             "at least two problems."
         )
     digest = dataset.snapshot_hash(examples)
+    step_labels = dataset.step_label_counts(examples)
     TrainingRun.objects.filter(pk=run.pk).update(
-        dataset_size=len(examples), dataset_hash=digest, snapshot_at=snapshot_at
+        dataset_size=len(examples),
+        dataset_hash=digest,
+        snapshot_at=snapshot_at,
+        step_labels=step_labels,
     )
     recorder.log(
         f"Data: {len(examples)} examples ({len(train)} train, {len(held_out)} held out), "
         f"snapshot {digest[:12]}."
     )
     if params.label_source == "consensus":
-        human, agreed = dataset.label_counts(examples)
         recorder.log(
-            f"Step labels: {human} from humans, {agreed} from the consensus of "
+            f"Step labels: {step_labels.get('human', 0)} from humans, "
+            f"{step_labels.get('consensus', 0)} from the consensus of "
             f"{params.consensus_sources.replace(',', ' + ')}."
         )
     start_from = _warm_start(params=params, base_model=base_model, recorder=recorder)
