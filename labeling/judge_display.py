@@ -110,11 +110,13 @@ def shown(session: LabelingSession) -> Shown:
         return found
     display = HIDDEN
     if session.generation_id is not None:
-        display = (
+        # Read with the locked session by a rating (`locked_session`), else here.
+        display = getattr(session, "generation_judge_display", None) or (
             Generation.objects.filter(pk=session.generation_id)
             .values_list("judge_display", flat=True)
             .first()
-        ) or HIDDEN
+        )
+        display = display or HIDDEN
     labels = {} if display == HIDDEN else _pinned_labels(session)
     found = Shown(display=display, labels=labels)
     session.judge_shown = found

@@ -7,6 +7,8 @@ the same way; this module is that common ground, so neither imports the other's 
 
 from datetime import datetime, timedelta
 
+from django.db.models import F
+
 from core.errors import Conflict, NotAllowed, NotFound
 from labeling.models import Labeler, LabelingSession
 
@@ -42,11 +44,13 @@ def locked_session(*, session_id: int, labeler: Labeler) -> LabelingSession:
     # The session's row alone: its solution (a QC one is served to every labeler) is shared,
     # and locking it would queue other labelers' ratings. The solution comes along, its
     # problem does not: a rating (the hottest request) never shows the problem, and the
-    # wider statement cost it a sixth of its time; a page that shows it reads it then.
+    # wider statement cost it a sixth of its time; a page that shows it reads it then. The
+    # generation's judge display comes along, which every rating stores (`judge_display`).
     try:
         session = (
             LabelingSession.objects.select_for_update(of=("self",))
             .select_related("solution")
+            .annotate(generation_judge_display=F("generation__judge_display"))
             .get(pk=session_id)
         )
     except LabelingSession.DoesNotExist:

@@ -268,6 +268,35 @@ def test_a_ratings_answer_shows_what_the_write_left_not_an_earlier_read(problem,
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("display", ["hidden", "revealed"])
+def test_a_rating_in_a_generation_reads_its_judge_display_with_the_session(
+    problem, make_labeler, display
+):
+    # Every rating stores the display it was made under; it comes with the locked session,
+    # not from a query of its own (hidden: nothing more; revealed: the judge's labels once).
+    from labeling.models import Generation
+
+    pool(problem, 4)
+    counts = {}
+    for name, generation in (
+        ("none", None),
+        ("generation", Generation.objects.create(number=7, judge_display=display)),
+    ):
+        me = make_labeler(name)
+        client = signed_in(me.user)
+        session = workbench.next_session(labeler=me).session
+        LabelingSession.objects.filter(pk=session.pk).update(generation=generation)
+        url = reverse("label-rate", args=[session.pk])
+        client.post(url, {"step_index": 0, "rating": 1})
+        with CaptureQueriesContext(connection) as rating:
+            assert client.post(url, {"step_index": 1, "rating": 1}).status_code == 200
+        counts[name] = [q["sql"] for q in rating.captured_queries]
+    extra = 0 if display == "hidden" else 1
+    assert len(counts["generation"]) == len(counts["none"]) + extra, counts["generation"]
+    assert not any('FROM "labeling_generation"' in sql for sql in counts["generation"])
+
+
+@pytest.mark.django_db
 def test_a_rating_and_a_submission_take_a_fixed_handful_of_queries(problem, make_labeler):
     pool(problem, 20)
     me = make_labeler("me")
