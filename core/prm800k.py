@@ -193,28 +193,23 @@ def _checked_completion(raw: Any, where: str) -> ParsedCompletion:
 
 def _parse_step(raw: Any, step: int) -> ParsedStep:
     # As for completions: the usual shape by type, the rest checked field by field.
-    if type(raw) is dict:
+    completions = chosen = None
+    usual = type(raw) is dict
+    if usual:
         completions, chosen = raw.get("completions"), raw.get("chosen_completion")
-        if (completions is None or type(completions) is list) and (
+        usual = (completions is None or type(completions) is list) and (
             chosen is None or type(chosen) is int
-        ):
-            return ParsedStep(
-                [_parse_completion(c, step, i) for i, c in enumerate(completions or ())],
-                raw.get("human_completion"),
-                chosen,
-                raw,
-            )
-    where = f"label.steps[{step}]"
-    raw = _dict(raw, where)
-    # Phase 1 has steps whose completions are null; the step label keeps that for export.
-    completions = (
-        _typed(raw.get("completions"), (list,), f"{where}.completions", nullable=True) or []
-    )
-    chosen = _typed(
-        raw.get("chosen_completion"), (int,), f"{where}.chosen_completion", nullable=True
-    )
+        )
+    if not usual:
+        where = f"label.steps[{step}]"
+        raw = _dict(raw, where)
+        # Phase 1 has steps whose completions are null; the step label keeps that for export.
+        completions = _typed(raw.get("completions"), (list,), f"{where}.completions", nullable=True)
+        chosen = _typed(
+            raw.get("chosen_completion"), (int,), f"{where}.chosen_completion", nullable=True
+        )
     return ParsedStep(
-        completions=[_parse_completion(c, step, i) for i, c in enumerate(completions)],
+        completions=[_parse_completion(c, step, i) for i, c in enumerate(completions or ())],
         human_completion=raw.get("human_completion"),
         chosen_completion=chosen,
         raw=raw,

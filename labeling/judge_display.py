@@ -111,12 +111,13 @@ def shown(session: LabelingSession) -> Shown:
     display = HIDDEN
     if session.generation_id is not None:
         # Read with the locked session by a rating (`locked_session`), else here.
-        display = getattr(session, "generation_judge_display", None) or (
-            Generation.objects.filter(pk=session.generation_id)
-            .values_list("judge_display", flat=True)
-            .first()
-        )
-        display = display or HIDDEN
+        display = getattr(session, "generation_judge_display", None)
+        if display is None:
+            display = (
+                Generation.objects.filter(pk=session.generation_id)
+                .values_list("judge_display", flat=True)
+                .first()
+            ) or HIDDEN
     labels = {} if display == HIDDEN else _pinned_labels(session)
     found = Shown(display=display, labels=labels)
     session.judge_shown = found
