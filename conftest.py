@@ -56,12 +56,66 @@ def chromium_path() -> str:
     return path
 
 
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3-API server process on loopback (moto's server), for the whole session.
+
+    Yields its endpoint URL. Its credentials are any: the test sets the usual AWS variables.
+    """
+    moto = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which(
+        "moto_server"
+    )
+    require(moto is not None, "moto's S3 server is not installed (pip install 'moto[s3]' flask)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path_factory.mktemp("s3") / "server.log").open("w")
+    process = subprocess.Popen(
+        [moto, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while not _reachable(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"the S3 server did not start (see {log.name})")
+        time.sleep(0.2)
+    yield url
+    process.terminate()
+    process.wait(timeout=30)
+    log.close()
+
+
+@pytest.fixture
+def s3_store(s3_server, settings, monkeypatch, tmp_path):
+    """STORE_URL pointed at a fresh bucket of the S3 server, here and in processes started."""
+    import uuid
+
+    import boto3
+
+    bucket = f"stepwise-{uuid.uuid4().hex[:12]}"
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "STORE_S3_ENDPOINT_URL": s3_server,
+    }.items():
+        monkeypatch.setenv(name, value)
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=bucket)
+    url = f"s3://{bucket}/stepwise"
+    settings.STORE_URL = url
+    settings.STORE_S3_ENDPOINT_URL = s3_server
+    monkeypatch.setenv("STORE_URL", url)
+    yield url
+
+
 # --- the fast lane: `make test-fast` runs what needs no real server, browser or model -------
 
 # A test that asks for one of these starts a real part: Redis, Chromium, a live server, a
 # Celery worker, the SmolLM2 model or a `transformers serve` process.
 SLOW_FIXTURES = {
     "redis_url",
+    "s3_server",
+    "s3_store",
     "chromium_path",
     "browser",
     "live_server",
@@ -171,6 +225,18 @@ def _fresh_cache(request):
         request.getfixturevalue("_django_db_helper")
         cache.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _artifact_store(tmp_path, settings, monkeypatch):
+    # Each test has its own artifact store; processes it starts (workers, servers) share it
+    # through the environment, while each keeps its own cache and scratch under its var dir.
+    store = tmp_path / "store"
+    settings.STORE_URL = str(store)
+    monkeypatch.setenv("STORE_URL", str(store))
+    settings.STORE_CACHE_DIR = tmp_path / "cache"
+    settings.STORE_SCRATCH_DIR = tmp_path / "scratch"
+    yield store
 
 
 # --- factories ---------------------------------------------------------------------------------

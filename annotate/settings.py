@@ -357,6 +357,33 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# --- The artifact store (core/store.py) ----------------------------------------------------
+# Every file more than one process reads (checkpoints, exported models, local generator models,
+# import uploads) is kept here by key; records hold `<key>@<digest>`, never a host's path.
+# A directory (the embedded default; on many hosts, a mount they all share), file://…, or
+# s3://bucket/prefix (AWS S3, MinIO, Ceph RGW, GCS's S3 API; keys from the usual AWS variables
+# or instance role, the endpoint from STORE_S3_ENDPOINT_URL or AWS_ENDPOINT_URL).
+STORE_URL = os.environ.get("STORE_URL") or str(VAR_DIR / "store")
+if "://" in STORE_URL and not STORE_URL.startswith(("file://", "s3://")):
+    raise ImproperlyConfigured(
+        f"STORE_URL: {STORE_URL!r} is neither a directory, a file:// URL nor an s3:// URL."
+    )
+STORE_S3_ENDPOINT_URL = (
+    os.environ.get("STORE_S3_ENDPOINT_URL")
+    or os.environ.get("AWS_ENDPOINT_URL_S3")
+    or os.environ.get("AWS_ENDPOINT_URL")
+    or None
+)
+STORE_TIMEOUT_SECONDS = float(os.environ.get("STORE_TIMEOUT_SECONDS", "10"))
+# This host's own: the cache of what it read from the store (by content digest) and the scratch
+# space where uploads are received and checkpoints written before they are published.
+STORE_CACHE_DIR = Path(os.environ.get("STORE_CACHE_DIR", VAR_DIR / "cache"))
+STORE_SCRATCH_DIR = Path(os.environ.get("STORE_SCRATCH_DIR", VAR_DIR / "scratch"))
+# Past this size the cache drops what was used least recently (and not in the last
+# STORE_CACHE_MIN_AGE_SECONDS); 0 keeps everything. A checkpoint of a 7B backbone is ~15 GB.
+STORE_CACHE_MAX_GB = float(os.environ.get("STORE_CACHE_MAX_GB", "100"))
+STORE_CACHE_MIN_AGE_SECONDS = float(os.environ.get("STORE_CACHE_MIN_AGE_SECONDS", "600"))
+
 # The PRM (trainer/). A training run writes its checkpoint under PRM_MODEL_DIR/run-<id>.
 PRM_BASE_MODEL = os.environ.get("PRM_BASE_MODEL") or None
 PRM_MODEL_DIR = Path(os.environ.get("PRM_MODEL_DIR", VAR_DIR / "models"))
