@@ -1,7 +1,9 @@
 """A generator that is a local Hugging Face checkpoint, loaded on the worker.
 
-The spec names a LocalModel (a checkpoint directory under PRM_MODEL_DIR), never a hub id or a
-path: the registry decides what may be loaded, and the hub is never asked (local files only).
+The spec names a LocalModel (a checkpoint directory recorded from PRM_MODEL_DIR), never a hub
+id or a path: the registry decides what may be loaded, and the hub is never asked (local files
+only). The worker reads the model's files from the artifact store, through its own cache
+(`generators.local_models.model_files`): the host that recorded it may be another one.
 The model is loaded once per process and kept: a worker draws many batches from it.
 
 Requests are generated in batches (left padded) of GENERATOR_CONCURRENCY. A batch shares one
@@ -34,6 +36,11 @@ _LOADING = threading.Lock()
 
 
 def _checkpoint(name: str) -> Path:
+    """The checkpoint directory of the local model `name` on this host: its files from the
+    artifact store (this host's cache), or, for a record made before the store, from this
+    host's PRM_MODEL_DIR."""
+    from core.errors import Unavailable
+    from generators.local_models import LocalModelRefused, model_files
     from generators.models import LocalModel
 
     record = LocalModel.objects.filter(name=name).first()
@@ -46,10 +53,12 @@ def _checkpoint(name: str) -> Path:
             f"{name} is a GGUF file, which the local generator does not load: run "
             f"`manage.py convert_gguf` to make a checkpoint of it and name that model instead."
         )
-    root = Path(django_settings.PRM_MODEL_DIR).resolve()
-    path = (root / record.path).resolve()
-    if not path.is_relative_to(root) or path == root:
-        raise InvalidGenerator(f"Local model {name} leads outside PRM_MODEL_DIR ({root}).")
+    try:
+        path = model_files(record)
+    except LocalModelRefused as exc:
+        raise InvalidGenerator(str(exc)) from None
+    except Unavailable as exc:
+        raise GeneratorUnavailable(str(exc)) from None
     if not (path / "config.json").is_file():
         raise GeneratorUnavailable(
             f"Local model {name} is recorded but its checkpoint is missing on this worker "

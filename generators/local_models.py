@@ -5,8 +5,19 @@ elsewhere: the place rule is `generators.places` (the text names a place inside
 PRM_MODEL_DIR), and the place, symbolic links resolved, must still lie inside it. A GGUF file
 is turned into a plain Hugging Face checkpoint directory by `convert_gguf`, so everything
 downstream loads it with `from_pretrained(directory)` alone.
+
+PRM_MODEL_DIR is where an operator drops model files, on the host where they run
+`register_models` or `convert_gguf`; the workers that load a model may be other hosts. So
+recording a model also publishes its files into the artifact store (`core.store`: a checkpoint
+directory as a tree, a GGUF file as one file), and the record holds the reference
+(`LocalModel.artifact`); every host loads it with `local_tree` (`model_files`). The record's
+`path` says where it was found, for people. A record made before the store has no artifact:
+it is read from PRM_MODEL_DIR/path on the host that has the files, and a scan there publishes
+it. The files are published as they are when recorded: a record never changes content under
+its name (a scan republishes only a record whose store copy is missing).
 """
 
+import contextlib
 import json
 import math
 import os
@@ -17,7 +28,10 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from core.errors import Conflict, Invalid
+from django.db import IntegrityError, transaction
+
+from core import store
+from core.errors import Conflict, Invalid, Unavailable
 from generators.models import LocalModel
 from generators.places import PRM_SETTINGS_FILE, inside_model_dir, model_dir
 
@@ -29,6 +43,8 @@ SMOLLM2_NAME = "smollm2-135m-instruct"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # A safetensors header is a little-endian u64 length, then that much JSON.
 HEADER_LIMIT = 100 * 1024 * 1024
+# Store keys: local-models/<uuid>/<the name, in the letters a key allows>.
+STORE_PREFIX = "local-models"
 
 
 class LocalModelRefused(Invalid):
@@ -39,13 +55,22 @@ class LocalModelExists(Conflict):
     """The name of the conversion's output is taken."""
 
 
+class LocalModelMissing(Unavailable):
+    """A record's files cannot be had on this host: not in the store, or (a record made before
+    the store) not in this host's PRM_MODEL_DIR."""
+
+
 @dataclass
 class Registered:
-    """What one scan found: new records, records already there, places refused and why."""
+    """What one scan found: new records, records already there (`published`: those among them
+    whose files went into the store only now), places refused and why, and models the store
+    did not take (`failed`, each with the reason)."""
 
     added: list[LocalModel] = field(default_factory=list)
     known: list[LocalModel] = field(default_factory=list)
+    published: list[LocalModel] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
 
 
 def _root() -> Path:
@@ -129,37 +154,159 @@ def _candidates(root: Path):
                 yield here / name, LocalModel.Kind.CHECKPOINT
 
 
-def register_model(*, path: Path, kind: str, name: str | None = None) -> tuple[LocalModel, bool]:
-    """Record the model at `path` (inside PRM_MODEL_DIR); (record, whether it is new)."""
-    resolved = _inside(path)
-    relative = path.absolute().relative_to(_root().absolute()).as_posix()
+def _key_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:200] or "model"
+
+
+@contextlib.contextmanager
+def _publishable(resolved: Path, relative: str):
+    """What the store uploads for the model at `resolved`: itself, or, when a checkpoint
+    directory holds symbolic links (which the store does not follow), a scratch copy of it with
+    each link replaced by what it leads to; that, too, must lie inside PRM_MODEL_DIR."""
+    if resolved.is_file() or not any(p.is_symlink() for p in resolved.rglob("*")):
+        yield resolved
+        return
+    root = _root().resolve()
+    staging = Path(tempfile.mkdtemp(prefix="local-model-", dir=store.scratch_dir()))
+    try:
+        seen: set[Path] = set()
+        for current, dirs, files in os.walk(resolved, followlinks=True):
+            here = Path(current)
+            real = here.resolve()
+            if real in seen:  # met again (a link back up the tree): taken once
+                dirs[:] = []
+                continue
+            seen.add(real)
+            for name in [*dirs, *files]:
+                inner = here / name
+                leads = inner.resolve()
+                if inner.is_symlink() and not leads.is_relative_to(root):
+                    shown = f"{relative}/{inner.relative_to(resolved).as_posix()}"
+                    raise LocalModelRefused(
+                        f"{shown} leads to {leads}, outside PRM_MODEL_DIR ({_root()}); "
+                        "only models there are recorded."
+                    )
+            for name in files:
+                source = (here / name).resolve()
+                if not source.is_file():
+                    continue  # a broken link, a socket: no file to publish
+                target = staging / (here / name).relative_to(resolved)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(source, target)
+                except OSError:
+                    shutil.copyfile(source, target)
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(*, resolved: Path, relative: str, name: str) -> str:
+    """Upload the model at `resolved` (found at `relative`) into the store; its reference."""
+    key = store.unique_key(STORE_PREFIX, _key_name(name))
+    try:
+        with _publishable(resolved, relative) as source:
+            return store.publish_tree(source=source, key=key)
+    except Unavailable as exc:
+        raise type(exc)(
+            f"{relative} in PRM_MODEL_DIR could not be published to the artifact store: {exc}"
+        ) from None
+
+
+def _forget(artifact: str) -> None:
+    """Remove a publication no record holds (its record was not written)."""
+    with contextlib.suppress(Unavailable):
+        store.delete(artifact)
+
+
+def _describe(resolved: Path, relative: str, kind: str) -> tuple[str, int | None]:
     if kind == LocalModel.Kind.CHECKPOINT:
         if not (resolved / "config.json").is_file():
             raise LocalModelRefused(f"{relative} holds no config.json: not a checkpoint.")
-        architecture, parameters = _describe_checkpoint(resolved)
-    else:
-        if not resolved.is_file():
-            raise LocalModelRefused(f"{relative} is not a file.")
-        try:
-            architecture, parameters = _describe_gguf(resolved)
-        except (OSError, ValueError, IndexError, KeyError) as exc:
-            # gguf's reader reports a truncated or foreign file in several ways.
-            raise LocalModelRefused(f"{relative} is not a readable GGUF file ({exc}).") from None
+        return _describe_checkpoint(resolved)
+    if not resolved.is_file():
+        raise LocalModelRefused(f"{relative} is not a file.")
+    try:
+        return _describe_gguf(resolved)
+    except (OSError, ValueError, IndexError, KeyError) as exc:
+        # gguf's reader reports a truncated or foreign file in several ways.
+        raise LocalModelRefused(f"{relative} is not a readable GGUF file ({exc}).") from None
+
+
+def _republish(model: LocalModel, *, resolved: Path, relative: str) -> bool:
+    """Publish the files of a record that has none in the store (made before the store, or its
+    copy was deleted); whether it was published now."""
+    if model.artifact and store.exists(model.artifact):
+        return False
+    architecture, parameters = _describe(resolved, relative, model.kind)
+    artifact = _publish(resolved=resolved, relative=relative, name=model.name)
+    updated = LocalModel.objects.filter(pk=model.pk, artifact=model.artifact).update(
+        artifact=artifact, architecture=architecture, parameter_count=parameters
+    )
+    if not updated:  # another scan published it first
+        _forget(artifact)
+        model.refresh_from_db()
+        return False
+    if model.artifact:
+        _forget(model.artifact)  # what is left of the copy that went missing
+    model.artifact, model.architecture, model.parameter_count = artifact, architecture, parameters
+    return True
+
+
+def _register(*, path: Path, kind: str, name: str | None) -> tuple[LocalModel, str]:
+    """Record (and publish) the model at `path`: (record, "added", "known" or "published")."""
+    resolved = _inside(path)
+    relative = path.absolute().relative_to(_root().absolute()).as_posix()
     existing = LocalModel.objects.filter(path=relative).first()
     if existing is not None:
-        return existing, False
-    model = LocalModel.objects.create(
-        name=name or relative,
-        kind=kind,
-        path=relative,
-        architecture=architecture,
-        parameter_count=parameters,
-    )
-    return model, True
+        if _republish(existing, resolved=resolved, relative=relative):
+            return existing, "published"
+        return existing, "known"
+    architecture, parameters = _describe(resolved, relative, kind)
+    name = name or relative
+    artifact = _publish(resolved=resolved, relative=relative, name=name)
+    try:
+        with transaction.atomic():
+            model = LocalModel.objects.create(
+                name=name,
+                kind=kind,
+                path=relative,
+                artifact=artifact,
+                architecture=architecture,
+                parameter_count=parameters,
+            )
+    except IntegrityError:
+        _forget(artifact)
+        raced = LocalModel.objects.filter(path=relative).first()
+        if raced is not None:  # another scan recorded it meanwhile
+            return raced, "known"
+        raise LocalModelExists(
+            f"A local model is already named {name}: {relative} is not recorded."
+        ) from None
+    except BaseException:
+        _forget(artifact)
+        raise
+    return model, "added"
+
+
+def register_model(*, path: Path, kind: str, name: str | None = None) -> tuple[LocalModel, bool]:
+    """Record the model at `path` (inside PRM_MODEL_DIR) and publish its files into the artifact
+    store; (record, whether it is new). A record already there whose files are not in the store
+    (made before it) has them published."""
+    model, state = _register(path=path, kind=kind, name=name)
+    return model, state == "added"
+
+
+def publish_recorded(model: LocalModel) -> bool:
+    """Publish the files of `model`, found in this host's PRM_MODEL_DIR, when the store has
+    none (a record made before the store); whether it was published now."""
+    path = _root() / model.path
+    return _republish(model, resolved=_inside(path), relative=model.path)
 
 
 def register_models() -> Registered:
-    """Scan PRM_MODEL_DIR and record every model there; records already made are kept."""
+    """Scan PRM_MODEL_DIR and record every model there; records already made are kept (and
+    published, when they were made before the store)."""
     root = _root()
     result = Registered()
     if not root.is_dir():
@@ -168,12 +315,50 @@ def register_models() -> Registered:
         if kind == LocalModel.Kind.CHECKPOINT and _is_trained_prm(path):
             continue
         try:
-            model, new = register_model(path=path, kind=kind)
+            model, state = _register(path=path, kind=kind, name=None)
         except LocalModelRefused as exc:
             result.refused.append(str(exc))
             continue
-        (result.added if new else result.known).append(model)
+        except (Unavailable, LocalModelExists) as exc:
+            result.failed.append(str(exc))
+            continue
+        if state == "added":
+            result.added.append(model)
+        else:
+            result.known.append(model)
+            if state == "published":
+                result.published.append(model)
     return result
+
+
+def model_files(model: LocalModel) -> Path:
+    """The model's files on this host (a checkpoint's directory, a GGUF model's file): the
+    store's copy (this host's verified cache), or, for a record made before the store,
+    PRM_MODEL_DIR/path here (inside it, links resolved). Raises LocalModelMissing, naming what
+    to run where, when neither can be had; the store's other failures (`StoreUnavailable`,
+    `ArtifactCorrupt`) as they come."""
+    if model.artifact:
+        try:
+            if model.kind == LocalModel.Kind.GGUF:
+                return store.local_file(model.artifact)
+            return store.local_tree(model.artifact)
+        except store.ArtifactMissing as exc:
+            raise LocalModelMissing(
+                f"Local model {model.name}: {exc} Run `manage.py register_models` on the host "
+                f"whose PRM_MODEL_DIR holds {model.path} to publish it again."
+            ) from None
+    root = _root().resolve()
+    path = (root / model.path).resolve()
+    if not path.is_relative_to(root) or path == root:
+        raise LocalModelRefused(f"Local model {model.name} leads outside PRM_MODEL_DIR ({root}).")
+    if not path.exists():
+        raise LocalModelMissing(
+            f"Local model {model.name} was recorded before the artifact store, as {model.path} "
+            f"in PRM_MODEL_DIR on the host that scanned it, and is not in this host's "
+            f"PRM_MODEL_DIR ({_root()}): run `manage.py register_models` on the host that has "
+            "its files to publish them."
+        )
+    return path
 
 
 def smollm2_gguf() -> Path | None:
@@ -231,5 +416,11 @@ def convert_gguf(*, gguf_path: Path, name: str) -> LocalModel:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    model, _ = register_model(path=target, kind=LocalModel.Kind.CHECKPOINT, name=name)
+    try:
+        model, _ = register_model(path=target, kind=LocalModel.Kind.CHECKPOINT, name=name)
+    except Unavailable as exc:
+        raise type(exc)(
+            f"{exc} The checkpoint is in PRM_MODEL_DIR/{name}: once the store answers, "
+            "`manage.py register_models` records it."
+        ) from None
     return model

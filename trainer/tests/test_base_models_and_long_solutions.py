@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from generators.models import LocalModel
 from labeling.models import Problem, Solution
 from trainer.forms import TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
@@ -61,11 +62,25 @@ def test_the_api_and_the_form_refuse_a_base_model_outside_the_model_dir_alike(
 
 @pytest.mark.django_db
 def test_a_base_model_inside_the_model_dir_is_accepted(client, researcher, model_dir):
+    # A place no record names stays a path, looked for on the worker's own disk.
     form = TrainingRunForm(data={"base_model": str(model_dir / "qwen")})
     assert form.is_valid(), form.errors
     assert form.training_params.base_model == str(model_dir / "qwen")
+    # Where a recorded checkpoint was found, by path or by name: stored as the record's name,
+    # which any worker resolves (from the artifact store), whatever its own disk holds.
+    LocalModel.objects.create(name="qwen-math", kind=LocalModel.Kind.CHECKPOINT, path="qwen")
+    for value in (str(model_dir / "qwen"), f"{model_dir}/qwen/", "qwen-math"):
+        form = TrainingRunForm(data={"base_model": value})
+        assert form.is_valid(), form.errors
+        assert form.training_params.base_model == "qwen-math", value
+    LocalModel.objects.create(name="q.gguf", kind=LocalModel.Kind.GGUF, path="q.gguf")
+    for value in (str(model_dir / "q.gguf"), "q.gguf"):
+        form = TrainingRunForm(data={"base_model": value})
+        assert not form.is_valid()
+        assert "convert_gguf" in form.errors["base_model"][0], value
 
 
+@pytest.mark.django_db
 def test_the_worker_refuses_a_link_out_of_the_model_dir_and_a_directory_without_config(
     model_dir,
 ):
@@ -117,7 +132,7 @@ def test_a_solution_longer_than_the_context_is_scored_truncated_and_flagged(prm,
     # Just over the 2,048 tokens in a few steps: cut, every step kept.
     long_text = make_solution(problem, 2, steps=["We add $2$ and $3$. " * 300, "So it is $5$."])
     after = make_solution(problem, 3)
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/v")
+    version = ModelVersion.objects.create(name="v", checkpoint="/v")
 
     written = score_and_store(
         prm=prm,
@@ -154,7 +169,7 @@ def test_a_solution_the_model_cannot_score_fails_alone(prm, make_solution, monke
         return real(problems=problems, steps=steps, **kwargs)
 
     monkeypatch.setattr(prm, "score_solutions", score_solutions_but_poison)
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/v")
+    version = ModelVersion.objects.create(name="v", checkpoint="/v")
 
     score_and_store(prm=prm, solution_ids=[s.pk for s in [*good, bad]], model_version_id=version.pk)
 

@@ -55,8 +55,8 @@ def test_a_run_on_the_smollm2_backbone_trains_and_its_version_scores_the_pool(
         },
         enqueue=False,
     )
-    # The name became the recorded directory, so the run says what it trained from.
-    assert run.params["base_model"].endswith(smollm2_model_dir.path)
+    # The run stores the name, which the worker resolves to the model's files in the store.
+    assert run.params["base_model"] == smollm2_model_dir.name
     run = runs.execute_training_run(run_id=run.pk)
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error + run.log_tail
     assert run.dataset_size == 8

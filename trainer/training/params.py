@@ -222,9 +222,11 @@ class TrainingParams(Params):
     base_model: str | None = param(
         None,
         label="Base model",
-        help="The name of a recorded checkpoint model, or the absolute path of a Hugging Face "
-        "checkpoint directory inside PRM_MODEL_DIR on the GPU worker; empty for the "
-        "configured default (PRM_BASE_MODEL or the tiny built-in model).",
+        help="The name of a recorded checkpoint model (its files come from the artifact "
+        "store), or the absolute path of a Hugging Face checkpoint directory inside "
+        "PRM_MODEL_DIR (a recorded model's path is stored as its name, any other is looked "
+        "for on the GPU worker); empty for the configured default (PRM_BASE_MODEL or the tiny "
+        "built-in model).",
     )
 
     def __post_init__(self) -> None:
@@ -246,9 +248,9 @@ class TrainingParams(Params):
     @classmethod
     def requested(cls, values: "dict[str, Any] | TrainingParams | None") -> "TrainingParams":
         """The parameters a person asks for (the form, the API, `manage.py train_prm`, the
-        schedule): checked, and a recorded model's name in base_model made its directory's
-        path, so the run's stored parameters say which directory it trains from. The worker
-        reads them back with `from_dict` and checks base_model on its own disk
+        schedule): checked, and a recorded model named in base_model by its path made its
+        name, which any host resolves (from the artifact store). The worker reads them back
+        with `from_dict` and resolves base_model on its own host
         (`trainer.training.base_models.resolve_base_model`)."""
         params = values if isinstance(values, cls) else cls.from_dict(values)
         if params.base_model is None:

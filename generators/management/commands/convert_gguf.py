@@ -2,15 +2,19 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from core import store
 from core.errors import DomainError
 from generators import local_models
 from generators.local_models import LocalModelExists
+from generators.models import LocalModel
+from generators.places import model_dir
 
 
 class Command(BaseCommand):
     help = (
         "Turn a GGUF file into a Hugging Face checkpoint directory PRM_MODEL_DIR/NAME "
-        "(dequantised, safetensors, with its tokenizer) and record it as a local model."
+        "(dequantised, safetensors, with its tokenizer), record it as a local model and publish "
+        "it to the artifact store."
     )
 
     def add_arguments(self, parser):
@@ -29,7 +33,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--keep-existing",
             action="store_true",
-            help="do nothing, successfully, when NAME already exists",
+            help="do nothing, successfully, when NAME already exists (but publish its files "
+            "to the artifact store if it was recorded before the store)",
         )
 
     def handle(self, *args, **options):
@@ -48,11 +53,26 @@ class Command(BaseCommand):
         except LocalModelExists as exc:
             if options["keep_existing"]:
                 self.stdout.write(f"{exc} Kept.")
+                self._publish_recorded(name)
                 return
             raise CommandError(str(exc)) from None
         except DomainError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
             f"converted {gguf} into {model.path} in PRM_MODEL_DIR "
-            f"({model.architecture}, {model.parameter_count:,} parameters)"
+            f"({model.architecture}, {model.parameter_count:,} parameters), "
+            f"published as {store.describe(model.artifact)}"
         )
+
+    def _publish_recorded(self, name: str) -> None:
+        # A record made before the artifact store whose files are here: publish them now.
+        model = LocalModel.objects.filter(name=name).first()
+        if model is None or model.artifact or not (model_dir() / model.path).exists():
+            return
+        try:
+            if local_models.publish_recorded(model):
+                self.stdout.write(
+                    f"published {model.name} (recorded before) as {store.describe(model.artifact)}"
+                )
+        except DomainError as exc:
+            raise CommandError(str(exc)) from None
