@@ -574,7 +574,11 @@ class ImportJob(Job):
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     file_name = models.CharField(max_length=255, help_text="The uploaded file's own name.")
-    stored_path = models.CharField(max_length=1024, help_text="Where the upload is kept.")
+    upload = models.CharField(
+        max_length=1024,
+        help_text="The uploaded file in the artifact store, a reference `<key>@<sha256>` "
+        "(core/store.py); rows made before the store hold an absolute path on the web host.",
+    )
     size = models.BigIntegerField(help_text="Bytes.")
     result = models.JSONField(default=dict, blank=True, help_text="Counts of what was stored.")
 

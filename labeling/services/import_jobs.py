@@ -1,13 +1,24 @@
-"""Imports as jobs: an uploaded file is checked, stored, and imported by a worker.
+"""Imports as jobs: an uploaded file is checked, published to the artifact store, and imported
+by a worker on any host.
 
 The importers themselves (`importing`, `prm800k_import`) are all-or-nothing; a job (`core.jobs`)
 records who uploaded what and how it ended, so a script can poll it. The rows an import writes and
 its job's success commit together: a cancel that came first, or a worker that died, leaves
-nothing imported. A stored file lives only as long as its job has work to do: a refused upload
-and a finished job, failed, cancelled or not, leave nothing in `var/imports`.
+nothing imported.
+
+The web host spools an upload to its own scratch space (`core.store.spooled`, refused past
+IMPORT_MAX_UPLOAD_BYTES), checks it there, and only then publishes it to the artifact store
+(`core/store.py`); the job records the reference (`ImportJob.upload`, `<key>@<digest>`), and
+the worker reads it back through its own host's cache (`store.local_file`). The upload lives
+in the store only as long as its job has work to do: a refused upload, a store that fails, a
+queue that cannot be reached and a finished job, failed, cancelled or not, leave nothing of it
+in the store. Rows made before the store hold an absolute path on the web host, which is still
+read (and removed) where it exists.
 """
 
+import contextlib
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
@@ -19,8 +30,8 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
 
-from core import jobs
-from core.errors import Invalid, TooLarge
+from core import jobs, store
+from core.errors import Invalid, TooLarge, Unavailable
 from core.queueing import queue_task
 from labeling.models import ImportJob
 from labeling.services.importing import (
@@ -73,28 +84,58 @@ class _Stopped(Exception):
     """The job is no longer this worker's to finish (cancelled, or failed as stale meanwhile)."""
 
 
-def upload_dir() -> Path:
-    path = Path(settings.VAR_DIR) / "imports"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+class _UploadUnreadable(Exception):
+    """The worker cannot read the job's upload; str() is the job's error."""
 
 
-def _store(upload: IO[bytes], *, limit: int) -> tuple[Path, int]:
-    path = upload_dir() / f"{uuid.uuid4().hex}.jsonl"
-    size = 0
+# What a store key may hold of the uploader's file name (store._KEY's characters).
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _stored_name(name: str, token: str) -> str:
+    """The upload's file name in the store: the uploader's, made safe for a key, after this
+    upload's own token, so that two uploads of the same bytes are two artifacts (deleting one
+    never drops the other's cached copy on a worker)."""
+    safe = _UNSAFE.sub("_", name)[-100:].lstrip(".") or "upload.jsonl"
+    return f"{token}-{safe}"
+
+
+def _publish(upload: IO[bytes], *, kind: str, name: str, limit: int) -> tuple[str, int]:
+    """Spool the upload on this host, check it, publish it; (its reference, its size).
+
+    Nothing is published for a refused upload, and the spooled file is removed either way.
+    """
+    token = uuid.uuid4().hex
+    stored = _stored_name(name, token)
+    with contextlib.ExitStack() as stack:
+        try:
+            path, size = stack.enter_context(store.spooled(upload, name=stored, limit=limit))
+        except TooLarge:
+            raise UploadTooLarge(
+                f"the file is larger than the upload limit ({limit:,} bytes)"
+            ) from None
+        check_upload(path=path, kind=kind, name=name)
+        try:
+            ref = store.publish_file(source=path, key=store.check_key(f"uploads/{stored}"))
+        except Unavailable as exc:
+            # Same kind (a 503), said for the uploader: nothing was kept and no job made.
+            raise type(exc)(f"{name} was not accepted, no import job was made: {exc}") from None
+    return ref, size
+
+
+def _remove_upload(upload: str) -> None:
+    """Remove a job's upload: a reference from the store (and this host's cache); a row made
+    before the store holds an absolute path, whose file is removed where it is on this host.
+    A store that fails here is logged, not raised: the job has already ended."""
+    if not upload:
+        return
     try:
-        with path.open("wb") as out:
-            for chunk in iter(lambda: upload.read(1024 * 1024), b""):
-                size += len(chunk)
-                if size > limit:
-                    raise UploadTooLarge(
-                        f"the file is larger than the upload limit ({limit:,} bytes)"
-                    )
-                out.write(chunk)
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-    return path, size
+        if store.is_reference(upload):
+            store.delete(upload)
+        elif Path(upload).is_absolute():
+            Path(upload).unlink(missing_ok=True)
+    except (Unavailable, OSError) as exc:
+        logger.warning("the import upload %s was not removed: %s", store.describe(upload), exc)
 
 
 def check_upload(*, path: Path, kind: str, name: str) -> int:
@@ -132,7 +173,8 @@ def create_import_job(
     file_name: str,
     origin: str = jobs.JobOrigin.PAGE,
 ) -> ImportJob:
-    """Store and check an upload, then queue its import; refused uploads leave nothing."""
+    """Check an upload and publish it to the artifact store, then queue its import; a refused
+    upload leaves nothing, and a store that cannot be reached (`Unavailable`) leaves no job."""
     fail_stale_import_jobs(older_than=jobs.stale_cutoff())
     if kind not in IMPORTERS:
         raise UploadRefused(f"unknown kind {kind!r}; one of {', '.join(IMPORTERS)}")
@@ -141,19 +183,19 @@ def create_import_job(
         check_column(ImportJob, "file_name", name, label="file name")
     except ValueError as exc:
         raise UploadRefused(str(exc)) from None
-    path, size = _store(upload, limit=settings.IMPORT_MAX_UPLOAD_BYTES)
+    # A store that fails (`Unavailable`, a 503) leaves no job: nothing was published.
+    ref, size = _publish(upload, kind=kind, name=name, limit=settings.IMPORT_MAX_UPLOAD_BYTES)
     try:
-        check_upload(path=path, kind=kind, name=name)
         job = ImportJob.objects.create(
             kind=kind,
             file_name=name,
-            stored_path=str(path),
+            upload=ref,
             size=size,
             requested_by=user,
             origin=origin,
         )
     except BaseException:
-        path.unlink(missing_ok=True)
+        _remove_upload(ref)
         raise
     transaction.on_commit(lambda: _enqueue(job.pk))
     return job
@@ -176,8 +218,8 @@ def _enqueue(job_id: int) -> None:
 
 
 def _discard(job_id: int) -> None:
-    for stored in ImportJob.objects.filter(pk=job_id).values_list("stored_path", flat=True):
-        Path(stored).unlink(missing_ok=True)
+    for upload in ImportJob.objects.filter(pk=job_id).values_list("upload", flat=True):
+        _remove_upload(upload)
 
 
 def cancel_import_job(*, job_id: int) -> ImportJob:
@@ -211,20 +253,25 @@ def run_import_job(*, job_id: int, worker_hostname: str = "") -> ImportJob:
     importer = IMPORTERS[job.kind]
     status, error = Status.FAILED, ""
     try:
-        with jobs.heartbeat(model=ImportJob, pk=job_id), transaction.atomic():
-            result = importer(path=Path(job.stored_path), name=job.file_name)
-            # The rows and the job's success commit together, unless a cancel came first.
-            if not jobs.finish(
-                model=ImportJob,
-                pk=job_id,
-                status=Status.SUCCEEDED,
-                claim={"cancel_requested": False},
-                values={"result": asdict(result)},
-            ):
-                raise _Stopped()
+        with jobs.heartbeat(model=ImportJob, pk=job_id):
+            # Read from the store (through this host's cache) before the transaction opens.
+            path = _local_upload(job)
+            with transaction.atomic():
+                result = importer(path=path, name=job.file_name)
+                # The rows and the job's success commit together, unless a cancel came first.
+                if not jobs.finish(
+                    model=ImportJob,
+                    pk=job_id,
+                    status=Status.SUCCEEDED,
+                    claim={"cancel_requested": False},
+                    values={"result": asdict(result)},
+                ):
+                    raise _Stopped()
     except _Stopped:
         status, error = Status.CANCELLED, ""
     except ImportFailed as exc:
+        error = str(exc)
+    except _UploadUnreadable as exc:
         error = str(exc)
     except Exception as exc:  # the job must end in a state a user can read
         logger.exception("import job %s failed", job_id)
@@ -233,6 +280,16 @@ def run_import_job(*, job_id: int, worker_hostname: str = "") -> ImportJob:
         status = Status.SUCCEEDED
     if status != Status.SUCCEEDED:
         jobs.finish(model=ImportJob, pk=job_id, status=status, error=error)
-    # A job runs once, so its file is never needed again; a failed one is uploaded anew.
-    Path(job.stored_path).unlink(missing_ok=True)
+    # A job runs once, so its upload is never needed again; a failed one is uploaded anew.
+    _remove_upload(job.upload)
     return ImportJob.objects.get(pk=job_id)
+
+
+def _local_upload(job: ImportJob) -> Path:
+    try:
+        return store.local_file(job.upload)
+    except Unavailable as exc:
+        raise _UploadUnreadable(
+            f"{job.file_name}: the worker cannot read the upload {store.describe(job.upload)}: "
+            f"{exc} Nothing was imported; upload the file again."
+        ) from None

@@ -104,7 +104,7 @@ def test_permission_matrix(role, method, url, body, expected, other_session):
         "problem": Problem.objects.first().pk,
         "solution": Solution.objects.first().pk,
         "other_session": other_session.pk,
-        "model_version": ModelVersion.objects.create(checkpoint_path="/x").pk,
+        "model_version": ModelVersion.objects.create(checkpoint="/x").pk,
     }
     response = getattr(client_for(role), method)(url.format(**ids), body, format="json")
     assert response.status_code == expected[ROLES.index(role)], response.content[:300]
@@ -331,15 +331,15 @@ def test_an_uploaded_prm800k_file_is_imported_by_a_job(demo, django_capture_on_c
         ("empty.jsonl", b"\n\n", 400, "no JSON lines"),
     ],
 )
-def test_bad_uploads_are_refused_with_file_and_line(demo, name, content, status, message):
+def test_bad_uploads_are_refused_with_file_and_line(demo, settings, name, content, status, message):
     before, jobs = _counts(), ImportJob.objects.count()
     response = _upload(client_for("admin"), name, content)
     assert response.status_code == status
     assert message in response.json()["detail"]
     assert (_counts(), ImportJob.objects.count()) == (before, jobs)
-    assert not list(import_jobs.upload_dir().glob("*.jsonl")) or all(
-        p.stat().st_size != len(content) for p in import_jobs.upload_dir().glob("*.jsonl")
-    )
+    # Nothing was published to the artifact store, nor left where the upload was spooled.
+    for folder in (Path(settings.STORE_URL), Path(settings.STORE_SCRATCH_DIR)):
+        assert not folder.is_dir() or not [p for p in folder.rglob("*") if p.is_file()]
 
 
 def test_an_oversized_upload_is_refused(demo, settings):

@@ -12,6 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils.html import escape
 from rest_framework.test import APIClient
 
+from core import store
 from core.roles import ROLES
 from labeling import mathtext, tokens
 from labeling.models import (
@@ -47,10 +48,21 @@ def problem():
 
 
 @pytest.fixture
-def var_dir(settings, tmp_path):
-    """Uploads stored under this test's own folder, so that leftovers can be counted."""
-    settings.VAR_DIR = tmp_path
-    return tmp_path
+def kept(settings):
+    """`kept()`: every file left of uploads, in this test's own artifact store (conftest.py)
+    and in this host's scratch space and store cache, so that leftovers can be counted."""
+
+    def files() -> list[Path]:
+        folders = (settings.STORE_URL, settings.STORE_SCRATCH_DIR, settings.STORE_CACHE_DIR)
+        return [
+            p
+            for folder in map(Path, folders)
+            if folder.is_dir()
+            for p in folder.rglob("*")
+            if p.is_file()
+        ]
+
+    return files
 
 
 def client_for(role: str) -> APIClient:
@@ -344,35 +356,36 @@ PROBLEM_LINE = {"problem": "What is 1+1?", "answer": "2", "unique_id": "u/1"}
     ],
 )
 def test_bad_uploads_are_refused_at_upload_with_file_and_line_and_leave_no_file(
-    problem, var_dir, kind, content, message
+    problem, kept, kind, content, message
 ):
     before = counts()
     response = upload(client_for("admin"), "up.jsonl", content, kind)
     assert response.status_code == 400, response.content[:300]
     assert response.json()["detail"].startswith(message), response.json()
     assert counts() == before
-    assert list((var_dir / "imports").glob("*")) == []
+    assert kept() == []
 
 
-def test_a_job_that_fails_late_deletes_its_file(problem, var_dir):
+def test_a_job_that_fails_late_deletes_its_file(problem, kept):
     # Two lines with one id pass the upload's line checks; the import itself refuses them.
     content = _lines(PROBLEM_LINE, {**PROBLEM_LINE, "problem": "What is 2+0?"})
     response = upload(client_for("admin"), "dups.jsonl", content, "problems")
     assert response.status_code == 202
-    assert len(list((var_dir / "imports").glob("*"))) == 1
+    assert store.exists(ImportJob.objects.get().upload)  # the file and its manifest
+    assert len(kept()) == 2
     job = import_jobs.run_import_job(job_id=response.json()["id"])
     assert job.status == "failed" and job.error.startswith("dups.jsonl:2:")
-    assert list((var_dir / "imports").glob("*")) == []
+    assert kept() == []
 
 
-def test_a_job_that_succeeds_deletes_its_file(problem, var_dir):
+def test_a_job_that_succeeds_deletes_its_file(problem, kept):
     response = upload(client_for("admin"), "ok.jsonl", _lines(PROBLEM_LINE), "problems")
     job = import_jobs.run_import_job(job_id=response.json()["id"])
     assert job.status == "succeeded"
-    assert list((var_dir / "imports").glob("*")) == []
+    assert kept() == []
 
 
-def test_an_upload_over_the_limit_is_refused_and_leaves_no_file(problem, var_dir, settings):
+def test_an_upload_over_the_limit_is_refused_and_leaves_no_file(problem, kept, settings):
     settings.IMPORT_MAX_UPLOAD_BYTES = 1000
     # Within the Content-Length allowance for the form around it, over the limit for the file.
     content = _lines(*[{**PROBLEM_LINE, "unique_id": f"u/{i}"} for i in range(40)])
@@ -380,7 +393,7 @@ def test_an_upload_over_the_limit_is_refused_and_leaves_no_file(problem, var_dir
     response = upload(client_for("admin"), "big.jsonl", content, "problems")
     assert response.status_code == 413
     assert "larger than the upload limit (1,000 bytes)" in response.json()["detail"]
-    assert list((var_dir / "imports").glob("*")) == []
+    assert kept() == []
 
 
 def test_an_upload_over_the_limit_is_refused_before_its_body_is_read(
@@ -623,7 +636,7 @@ def test_invisible_characters_reach_the_workbench_and_inspection_pages_marked(cl
     assert mark("\u202e") in pages["inspection"].split("Ground-truth answer")[1]
 
 
-def test_an_import_keeps_invisible_characters_and_notes_them(problem, var_dir):
+def test_an_import_keeps_invisible_characters_and_notes_them(problem):
     admin = client_for("admin")
     lines = _lines(
         {"problem": "Is 2\u202e1 equal to 12?", "answer": "no", "unique_id": "u/1"},

@@ -179,7 +179,7 @@ def test_imported_solutions_are_scored_by_the_active_version_as_they_arrive(
     with django_capture_on_commit_callbacks(execute=True):
         run("import_solutions", path)
     assert queued == []  # no active version: nothing to score with
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/m/v", is_active=True)
+    version = ModelVersion.objects.create(name="v", checkpoint="/m/v", is_active=True)
     more = write_jsonl(
         tmp_path / "more.jsonl", [{**SOLUTIONS[0], "steps": ["Other.", "# Answer\n\n0.75"]}]
     )

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 import labeling.tasks  # noqa: F401 (connects the import jobs' worker_ready handler)
 import trainer.tasks  # noqa: F401 (connects the runs' and chunks' worker_ready handlers)
-from core import jobs
+from core import jobs, store
 from labeling.models import ImportJob, Problem
 from labeling.services import import_jobs
 from labeling.tests.interleave import require_postgresql, run_in_threads
@@ -47,7 +47,7 @@ def make_job(kind: str, tmp_path: Path, **fields):
             purpose="solutions", generator={"model": "m"}, sampling={}, samples=1, **fields
         )
     if kind == "scoring chunk":
-        version = ModelVersion.objects.create(name="v", checkpoint_path="/m/v")
+        version = ModelVersion.objects.create(name="v", checkpoint="/m/v")
         return ScoringChunk.objects.create(
             model_version=version, first_solution_id=1, last_solution_id=4, solutions=4, **fields
         )
@@ -56,13 +56,14 @@ def make_job(kind: str, tmp_path: Path, **fields):
             generator={"model": "m"}, sampling={}, prompt_version="judge-v1", format="per_step"
         )
     if kind == "evaluation":
-        version = ModelVersion.objects.create(name="v", checkpoint_path="/m/v")
+        version = ModelVersion.objects.create(name="v", checkpoint="/m/v")
         chosen = EvaluationSet.objects.create(name="ProcessBench MATH", kind="processbench")
         return Evaluation.objects.create(model_version=version, evaluation_set=chosen, **fields)
     upload = tmp_path / f"upload-{ImportJob.objects.count()}.jsonl"
     upload.write_text('{"problem": "What is 1 + 1?", "answer": "2"}\n')
+    ref = store.publish_file(source=upload, key=store.unique_key("uploads", upload.name))
     return ImportJob.objects.create(
-        kind="problems", file_name="upload.jsonl", stored_path=str(upload), size=1, **fields
+        kind="problems", file_name="upload.jsonl", upload=ref, size=1, **fields
     )
 
 
@@ -133,7 +134,7 @@ def test_a_job_of_each_kind_whose_heartbeat_went_stale_is_recovered_by_one_rule(
     assert "celery@gpu1 stopped during the run" in silent.log_tail
     assert (silent.finished_at is not None) == (silent.status == "failed")
     if kind == "import job":  # never run again: its upload is gone
-        assert not Path(silent.stored_path).exists()
+        assert not store.exists(silent.upload)
 
 
 @pytest.mark.django_db
@@ -194,7 +195,7 @@ def test_cancel_means_the_same_for_each_kind(kind, tmp_path):
     assert (asked.status, asked.cancel_requested, asked.finished_at) == ("running", True, None)
     assert "Cancellation requested; stopping" in asked.log_tail
     if kind == "import job":
-        assert not Path(queued.stored_path).exists()  # a cancelled upload is never imported
+        assert not store.exists(queued.upload)  # a cancelled upload is never imported
 
 
 @pytest.mark.django_db
@@ -214,7 +215,7 @@ def test_a_running_import_cancelled_before_its_rows_commit_imports_nothing(tmp_p
     assert finished.status == "cancelled" and finished.result == {}
     assert finished.worker_hostname == "celery@w"
     assert not Problem.objects.exists()
-    assert not Path(job.stored_path).exists()
+    assert not store.exists(job.upload)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -248,7 +249,7 @@ def test_a_cancel_while_an_import_writes_its_rows_wins_and_leaves_nothing(tmp_pa
     assert (answer.status, answer.cancel_requested) == ("running", True)
     assert finished.status == "cancelled" and finished.cancel_requested
     assert not Problem.objects.exists()
-    assert not Path(job.stored_path).exists()
+    assert not store.exists(job.upload)
 
 
 @pytest.mark.django_db
@@ -257,7 +258,7 @@ def test_a_running_chunk_cancelled_writes_nothing_and_the_next_planning_reopens_
 ):
     problem = Problem.objects.create(text="What is 1 + 1?", answer="2")
     solutions = [make_solution(problem, n) for n in range(3)]
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/m/v")
+    version = ModelVersion.objects.create(name="v", checkpoint="/m/v")
     assert scoring.plan_scoring(model_version=version) == 1
     chunk = scoring.claim_chunk(model_version_id=version.pk, worker_hostname="celery@gpu1")
     jobs.request_cancel(model=ScoringChunk, pk=chunk.pk, stops="before it writes")
