@@ -110,7 +110,7 @@ def run(args, tmpdir: Path) -> bool:
     built.module = shaped_module(args.shape, vocab_size=len(built.tokenizer))
     built.save(tmpdir / "model")
     prm = PRM.load(tmpdir / "model")
-    version = ModelVersion.objects.create(name="bench", checkpoint_path=str(tmpdir / "model"))
+    version = ModelVersion.objects.create(name="bench", checkpoint=str(tmpdir / "model"))
 
     reset = reset_peak_rss()
     before_mb = current_rss_mb()

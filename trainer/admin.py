@@ -52,7 +52,7 @@ class ModelVersionAdmin(admin.ModelAdmin):
         # A checkpoint made elsewhere can be registered; a recorded one is not rewritten, and
         # activation goes through the activate action (which rescores).
         fixed = ["training_run", "is_active", "promoted_at"]
-        return fixed if obj is None else [*fixed, "checkpoint_path", "metrics", "scoring"]
+        return fixed if obj is None else [*fixed, "checkpoint", "metrics", "scoring"]
 
     @admin.display(description="Scoring")
     def scoring(self, version: ModelVersion) -> str:

@@ -95,7 +95,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ModelVersion
-        fields = ["id", "name", "checkpoint_path", "metrics", "training_run", "is_active"]
+        fields = ["id", "name", "checkpoint", "metrics", "training_run", "is_active"]
         fields += ["promoted_at", "created_at", "scoring", "evaluations", "compared_with_active"]
         read_only_fields = fields
 

@@ -107,7 +107,7 @@ def install(make_user, make_labeler):
         log_tail="epoch 0: " + "x" * 200,
     )
     version = ModelVersion.objects.create(
-        name="run-1", checkpoint_path="/m/run-1", training_run=run, is_active=True
+        name="run-1", checkpoint="/m/run-1", training_run=run, is_active=True
     )
     # The version's page with the figures of a finished evaluation, and one that failed.
     items = [figures.EvalItem(problem=f"p{i % 3}", steps=STEPS, label=i % 4 - 1) for i in range(12)]

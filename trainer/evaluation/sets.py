@@ -23,7 +23,7 @@ from labeling.models import Problem, Solution
 from trainer.evaluation import figures, processbench
 from trainer.evaluation.figures import EvalItem
 from trainer.evaluation.models import Evaluation, EvaluationSet
-from trainer.training import dataset, gates, model_versions
+from trainer.training import checkpoints, dataset, gates, model_versions
 from trainer.training.gates import Comparison
 from trainer.training.models import ModelVersion
 from trainer.training.selectors import active_model_version
@@ -267,7 +267,7 @@ def _score_and_figure(evaluation: Evaluation, *, cancelled: threading.Event) -> 
     if not items:
         raise EvaluationSetInvalid(f"{evaluation.evaluation_set} has no items to evaluate on.")
     Evaluation.objects.filter(pk=evaluation.pk).update(total=len(items), done=0)
-    prm = PRM.load(evaluation.model_version.checkpoint_path)
+    prm = PRM.load(checkpoints.local_dir(evaluation.model_version))
     scores: list[list[float]] = []
     for start in range(0, len(items), BATCH):
         # The heartbeat notices a cancel within a beat; asked here too, a short evaluation

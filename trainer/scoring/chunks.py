@@ -34,6 +34,7 @@ from django.db.models import F, Q, QuerySet
 from core import jobs
 from labeling.models import Solution
 from trainer.scoring.models import ScoringChunk
+from trainer.training import checkpoints
 from trainer.training.models import ModelVersion
 
 if TYPE_CHECKING:
@@ -235,11 +236,11 @@ def load_prm(model_version: ModelVersion) -> "PRM":
     """The version's model, kept loaded for the worker's next chunk (one model at a time)."""
     from trainer.training.ml.prm import PRM
 
-    path = model_version.checkpoint_path
-    if path not in _loaded:
+    reference = model_version.checkpoint
+    if reference not in _loaded:
         _loaded.clear()
-        _loaded[path] = PRM.load(path)
-    return _loaded[path]
+        _loaded[reference] = PRM.load(checkpoints.local_dir(model_version))
+    return _loaded[reference]
 
 
 def this_worker() -> str:

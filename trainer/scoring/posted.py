@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 
 from core.errors import Unavailable
+from trainer.training import checkpoints
 from trainer.training.models import ModelVersion
 from trainer.training.selectors import NoActiveModelVersion
 
@@ -37,11 +38,11 @@ class ScoredSolution:
 def _prm_of(version: ModelVersion):
     from trainer.training.ml.prm import PRM
 
-    key = (version.pk, version.checkpoint_path)
+    key = (version.pk, version.checkpoint)
     if _loaded.get("key") != key:
         _loaded.clear()
         try:
-            prm = PRM.load(version.checkpoint_path)
+            prm = PRM.load(checkpoints.local_dir(version))
         except (OSError, ValueError) as exc:
             raise ModelNotLoadable(
                 f"Model version {version.pk}'s checkpoint cannot be loaded here: {exc}"

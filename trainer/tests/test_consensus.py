@@ -173,7 +173,7 @@ def test_a_first_error_judge_labels_up_to_its_error_and_the_prm_is_the_active_ve
     alone = build_training_examples(params=consensus_params(consensus_sources="judge"))
     assert [e.labels for e in alone if e.solution_id == s4.pk] == [[1, 1, -1]]
     # The judge and the active PRM: step 0 both ok, step 1 the PRM's 0.2 is bad: disagree.
-    active = ModelVersion.objects.create(name="v1", checkpoint_path="/v1", is_active=True)
+    active = ModelVersion.objects.create(name="v1", checkpoint="/v1", is_active=True)
     Solution.objects.filter(pk=s4.pk).update(
         prm_step_scores=[0.9, 0.2, 0.1], prm_model_version=active
     )
@@ -183,7 +183,7 @@ def test_a_first_error_judge_labels_up_to_its_error_and_the_prm_is_the_active_ve
     # are needed.
     active.is_active = False
     active.save()
-    ModelVersion.objects.create(name="v2", checkpoint_path="/v2", is_active=True)
+    ModelVersion.objects.create(name="v2", checkpoint="/v2", is_active=True)
     stale = build_training_examples(params=consensus_params(consensus_sources="judge,prm"))
     assert [e.labels for e in stale if e.solution_id == s4.pk] == []
 
@@ -201,7 +201,7 @@ def test_the_newest_runs_are_read(sources):
 
 def test_the_page_shows_every_source_and_the_consensus_of_each_step(client, researcher, sources):
     s2 = sources["s2"]
-    active = ModelVersion.objects.create(name="v1", checkpoint_path="/v1", is_active=True)
+    active = ModelVersion.objects.create(name="v1", checkpoint="/v1", is_active=True)
     Solution.objects.filter(pk=s2.pk).update(
         prm_step_scores=[0.9, 0.8, 0.3, 0.1], prm_model_version=active
     )

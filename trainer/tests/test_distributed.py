@@ -19,7 +19,7 @@ import torch
 from trainer.models import ModelVersion, TrainingRun
 from trainer.tests.labels import label_demo_solutions
 from trainer.tests.test_train import synthetic
-from trainer.training import dataset, runs
+from trainer.training import checkpoints, dataset, runs
 from trainer.training.ml.distributed import train_in_process_group
 from trainer.training.ml.prm import PRM
 from trainer.training.ml.train import build_prm, train_prm
@@ -124,8 +124,7 @@ def test_a_two_process_run_trains_the_model_one_process_trains(researcher, model
     )
     version = run.model_version
     assert version.is_active
-    assert Path(version.checkpoint_path) == model_dir / f"run-{run.pk}"
-    same_weights(tmp_path / "one-process", model_dir / f"run-{run.pk}")
+    same_weights(tmp_path / "one-process", checkpoints.local_dir(version))
     # The job directory goes with the run.
     assert [p.name for p in model_dir.iterdir()] == [f"run-{run.pk}"]
 
@@ -162,7 +161,7 @@ def test_a_sharded_two_process_run_trains_the_model_one_process_trains(tmp_path)
 
 def test_a_killed_rank_fails_the_run_and_leaves_the_active_model(researcher, model_dir):
     label_demo_solutions(problems=4)
-    active = ModelVersion.objects.create(name="old", checkpoint_path="/nowhere", is_active=True)
+    active = ModelVersion.objects.create(name="old", checkpoint="/nowhere", is_active=True)
     seen: dict[int, int] = {}
 
     def kill_rank_1(recorder, event):

@@ -43,7 +43,7 @@ def evaluation(tmp_path) -> Evaluation:
     chosen = sets.register_processbench_set(name="ProcessBench MATH", path=path)
     corpus = [step for item in ITEMS for step in item["steps"]]
     PRM.build(base_model=None, corpus=corpus, seed=2).save(tmp_path / "v1")
-    version = ModelVersion.objects.create(name="v1", checkpoint_path=str(tmp_path / "v1"))
+    version = ModelVersion.objects.create(name="v1", checkpoint=str(tmp_path / "v1"))
     return Evaluation.objects.create(model_version=version, evaluation_set=chosen)
 
 
@@ -115,9 +115,7 @@ def test_a_live_evaluation_is_polled_and_can_be_cancelled_from_its_page(
     evaluation.refresh_from_db()
     assert evaluation.status == "cancelled"
     # Another version's evaluation is not reachable under this version's address.
-    other = ModelVersion.objects.create(
-        name="v2", checkpoint_path=evaluation.model_version.checkpoint_path
-    )
+    other = ModelVersion.objects.create(name="v2", checkpoint=evaluation.model_version.checkpoint)
     wrong = reverse("evaluation-again", args=[other.pk, evaluation.pk])
     assert client.post(wrong).status_code == 404
 

@@ -75,7 +75,7 @@ def train(*, user, capture) -> TrainingRun:
 def trained_version(tmp_path, name: str, **fields) -> ModelVersion:
     corpus = [step for item in ITEMS for step in item["steps"]] * 5
     PRM.build(base_model=None, corpus=corpus, seed=2).save(tmp_path / name)
-    return ModelVersion.objects.create(name=name, checkpoint_path=str(tmp_path / name), **fields)
+    return ModelVersion.objects.create(name=name, checkpoint=str(tmp_path / name), **fields)
 
 
 def test_a_processbench_file_registered_on_the_page_evaluates_every_new_version(
@@ -172,7 +172,7 @@ def test_a_version_at_the_baseline_of_its_held_out_slice_is_not_promoted(researc
     # A fresh install: nothing active, no evaluation set. A held-out AUROC of 0.5 is a coin.
     run = TrainingRun.objects.create(status="running")
     version, reason = model_versions.record_model_version(
-        run=run, checkpoint_dir=Path("/nowhere"), metrics={"step_auroc": 0.5, "best_of_n": 0.5}
+        run=run, checkpoint="/nowhere", metrics={"step_auroc": 0.5, "best_of_n": 0.5}
     )
     assert not version.is_active
     assert "not promoted" in reason and "at or below random scoring 0.5000" in reason
@@ -208,12 +208,10 @@ def test_a_version_at_the_baseline_of_the_evaluation_set_is_not_promoted(tmp_pat
 
 def test_activating_a_worse_version_by_hand_asks_for_confirmation(researcher, client):
     better = ModelVersion.objects.create(
-        name="better", checkpoint_path="/a", metrics={"step_auroc": 0.8}
+        name="better", checkpoint="/a", metrics={"step_auroc": 0.8}
     )
     model_versions.activate_model_version(model_version_id=better.pk)
-    worse = ModelVersion.objects.create(
-        name="worse", checkpoint_path="/b", metrics={"step_auroc": 0.6}
-    )
+    worse = ModelVersion.objects.create(name="worse", checkpoint="/b", metrics={"step_auroc": 0.6})
 
     page = client.post(reverse("model-activate", args=[worse.pk]))
     assert page.status_code == 409

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 from kombu import Connection
 
 from conftest import create_user, wait_for
@@ -65,14 +66,14 @@ def test_a_worker_killed_mid_scoring_is_replaced_and_the_pool_ends_scored_by_the
 ):
     make_pool(size=POOL)
     # The pool as the previous active version left it.
-    old = ModelVersion.objects.create(name="old", checkpoint_path="/models/old", is_active=True)
+    old = ModelVersion.objects.create(name="old", checkpoint="/models/old", is_active=True)
     Solution.objects.update(prm_score=0.5, prm_step_scores=[0.5], prm_model_version=old)
     corpus = list(Solution.objects.values_list("steps", flat=True)[:100])
     prm = PRM.build(
         base_model=None, corpus=[s for steps in corpus for s in steps], settings=PRMSettings()
     )
     prm.save(tmp_path / "new-checkpoint")
-    new = ModelVersion.objects.create(name="new", checkpoint_path=str(tmp_path / "new-checkpoint"))
+    new = ModelVersion.objects.create(name="new", checkpoint=str(tmp_path / "new-checkpoint"))
 
     name = f"faults-score-{os.getpid()}@%h"
     first = start_worker(name, PRM_SCORE_CHUNK=SCORE_CHUNK)
@@ -128,7 +129,7 @@ def test_a_worker_killed_mid_scoring_is_replaced_and_the_pool_ends_scored_by_the
     # The recovery rescored; it did not touch which version is active.
     assert list(ModelVersion.objects.filter(is_active=True)) == [new]
     new.refresh_from_db()
-    assert new.checkpoint_path == str(tmp_path / "new-checkpoint")
+    assert new.checkpoint == str(tmp_path / "new-checkpoint")
 
 
 # --- a checkpoint that cannot be written ------------------------------------------------------
@@ -141,7 +142,7 @@ def trusted(settings):
     # The heartbeat thread's own connection cannot see this test's uncommitted rows.
     settings.PRM_HEARTBEAT_SECONDS = 3600
     version = ModelVersion.objects.create(
-        name="trusted", checkpoint_path="/models/trusted", metrics={"step_auroc": 0.5}
+        name="trusted", checkpoint="/models/trusted", metrics={"step_auroc": 0.5}
     )
     version.is_active = True
     version.save()
@@ -175,7 +176,7 @@ def test_an_unwritable_checkpoint_directory_fails_the_run_before_training(
     model_dir = tmp_path / "occupied" / "models"
     if blocker == "a file in its place":
         model_dir = tmp_path / "occupied"
-    settings.PRM_MODEL_DIR = model_dir
+    settings.STORE_SCRATCH_DIR = model_dir
 
     run = train_once()
 
@@ -204,7 +205,7 @@ def test_a_disk_that_fills_up_during_the_save_fails_the_run_and_leaves_nothing(
     settings, tmp_path, trusted, client, monkeypatch
 ):
     label_demo_solutions(problems=4)
-    settings.PRM_MODEL_DIR = tmp_path / "models"
+    settings.STORE_SCRATCH_DIR = tmp_path / "scratch"
     real_save = PRM.save
 
     def save_on_a_full_disk(self, path):
@@ -216,12 +217,13 @@ def test_a_disk_that_fills_up_during_the_save_fails_the_run_and_leaves_nothing(
 
     run = train_once()
 
-    checkpoint = tmp_path / "models" / f"run-{run.pk}"
+    checkpoint = tmp_path / "scratch" / f"run-{run.pk}"
     assert run.error.startswith(f"Could not write the checkpoint {checkpoint}: ")
     assert "File too large" in run.error and run.error.endswith("Nothing was kept.")
     assert run.metrics, "training itself finished; only the save failed"
     # Neither the checkpoint nor its half-written temporary directory is left.
-    assert list((tmp_path / "models").iterdir()) == []
+    assert list((tmp_path / "scratch").iterdir()) == []
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*"))
     assert_failed_without_a_model(run, trusted, client)
     # The next run is not blocked, and on a disk with room it succeeds.
     monkeypatch.setattr(PRM, "save", real_save)
@@ -346,3 +348,61 @@ def test_a_lapsed_lease_nobody_took_resumes_with_every_rating(three_solutions, c
     assert [step.rating for step in page.context["steps"]] == [1, 0, None]
     assert page.context["current"] == "s2"
     assert rate(client, back, 2, 1).status_code == 200
+
+
+# --- a worker killed while it publishes the checkpoint ---------------------------------------
+
+KILLED_WHILE_PUBLISHING = """
+import os, signal, sys
+import django
+django.setup()
+from core import store
+from trainer.training import runs
+backend = store._backend()
+put, done = backend.fs.put_file, []
+def put_then_die(*args, **kwargs):
+    put(*args, **kwargs)
+    done.append(args)
+    if len(done) == 2:  # the checkpoint's files are half in the store, its manifest not
+        os.kill(os.getpid(), signal.SIGKILL)
+backend.fs.put_file = put_then_die
+runs.execute_training_run(run_id=int(sys.argv[1]), worker_hostname="gpu-a")
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_while_publishing_its_checkpoint_records_no_version(
+    settings, tmp_path, _artifact_store
+):
+    import subprocess
+    import sys
+
+    from conftest import ROOT, database_url
+
+    label_demo_solutions(problems=4)
+    run = runs.request_training_run(user=None, params=TINY_RUN, enqueue=False)
+    env = dict(
+        os.environ,
+        DATABASE_URL=database_url(),
+        STORE_URL=str(_artifact_store),
+        STEPWISE_VAR_DIR=str(tmp_path / "gpu-a"),
+        PYTHONPATH=str(ROOT),
+        DJANGO_SETTINGS_MODULE="annotate.settings",
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_WHILE_PUBLISHING, str(run.pk)],
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == -signal.SIGKILL
+
+    # Half the files are in the store, no manifest: nothing names them, nothing can read them.
+    uploaded = [p for p in _artifact_store.rglob("*") if p.is_file()]
+    assert uploaded and not any(p.name.endswith(".manifest.json") for p in uploaded)
+    assert not ModelVersion.objects.exists()
+    # The dead worker's run is failed by the usual recovery, and no version ever appears.
+    runs.mark_stale_runs_failed(older_than=timezone.now() + timedelta(seconds=1))
+    run.refresh_from_db()
+    assert run.status == "failed" and "publishing it to checkpoints/run-" in run.log_tail
+    assert not ModelVersion.objects.exists()

@@ -19,7 +19,7 @@ DOWN = OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refu
 @pytest.fixture
 def generation(make_labeler) -> Generation:
     """Generation 3: 4 to label (3 wrong answers), 1 QC; one labeler submitted 2 of them."""
-    version = ModelVersion.objects.create(name="v7", checkpoint_path="/x", is_active=True)
+    version = ModelVersion.objects.create(name="v7", checkpoint="/x", is_active=True)
     generation = Generation.objects.create(
         number=3, model_version=version, params={"strategy": "convincing_wrong_answer"}
     )

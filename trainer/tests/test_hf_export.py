@@ -4,13 +4,16 @@ imports nothing of stepwise, gets the step scores stepwise stored."""
 import json
 import subprocess
 import sys
+from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from core import store
 from labeling.models import Problem, Solution
 from trainer.models import ModelVersion
 from trainer.scoring.store import score_and_store
+from trainer.training import checkpoints
 from trainer.training.ml.prm import PRM, PRMSettings
 
 pytestmark = pytest.mark.django_db
@@ -49,20 +52,29 @@ def version(tmp_path) -> ModelVersion:
     corpus = [text for steps in STEPS for text in steps] * 5
     prm = PRM.build(base_model=None, corpus=corpus, settings=PRMSettings(aggregation="min"), seed=3)
     prm.save(tmp_path / "run-1")
-    return ModelVersion.objects.create(
-        name="v1", checkpoint_path=str(tmp_path / "run-1"), metrics={"step_auroc": 0.8}
-    )
+    reference = checkpoints.publish(directory=tmp_path / "run-1", key="checkpoints/run-1")
+    return ModelVersion.objects.create(name="v1", checkpoint=reference, metrics={"step_auroc": 0.8})
+
+
+def elsewhere(settings, tmp_path, name: str) -> None:
+    """This process as another host: its own cache and scratch, the trainer's files gone."""
+    import shutil
+
+    shutil.rmtree(tmp_path / "run-1", ignore_errors=True)
+    settings.STORE_CACHE_DIR = tmp_path / f"{name}-cache"
+    settings.STORE_SCRATCH_DIR = tmp_path / f"{name}-scratch"
 
 
 @pytest.mark.slow  # trains a model: not in the fast lane
-def test_transformers_alone_gives_the_step_scores_stepwise_stored(tmp_path, version):
+def test_transformers_alone_gives_the_step_scores_stepwise_stored(tmp_path, version, settings):
+    elsewhere(settings, tmp_path, "web")  # the export runs where the checkpoint never was
     problem = Problem.objects.create(text="Solve it.", answer="5")
     solutions = [
         Solution.objects.create(problem=problem, steps=steps, answer=str(i), is_correct=i == 0)
         for i, steps in enumerate(STEPS)
     ]
     score_and_store(
-        prm=PRM.load(version.checkpoint_path, device="cpu"),
+        prm=PRM.load(checkpoints.local_dir(version), device="cpu"),
         solution_ids=[s.pk for s in solutions],
         model_version_id=version.pk,
     )
@@ -94,3 +106,29 @@ def test_an_export_never_overwrites_and_names_a_missing_version(tmp_path, versio
     with pytest.raises(CommandError, match="no model version 999"):
         call_command("export_model_version", "999", "--out", str(tmp_path / "new"))
     assert not (tmp_path / "new").exists()
+
+
+def test_a_published_export_is_fetched_whole_by_another_host(tmp_path, version, settings):
+    elsewhere(settings, tmp_path, "web")
+    out = StringIO()
+    call_command(
+        "export_model_version",
+        str(version.pk),
+        "--out",
+        str(tmp_path / "hf"),
+        "--publish",
+        stdout=out,
+    )
+    reference = out.getvalue().rsplit("(", 1)[1].split(")")[0]
+    assert reference.startswith(f"exports/model-version-{version.pk}-")
+    elsewhere(settings, tmp_path, "serving")
+    fetched = store.local_tree(reference)
+    assert {p.name for p in fetched.iterdir()} == {p.name for p in (tmp_path / "hf").iterdir()}
+    assert "config.json" in {p.name for p in fetched.iterdir()}
+
+
+def test_an_export_of_a_version_whose_checkpoint_left_the_store_says_which(tmp_path, version):
+    store.delete(version.checkpoint)
+    with pytest.raises(CommandError, match=r"checkpoints/run-1 is not in the artifact store"):
+        call_command("export_model_version", str(version.pk), "--out", str(tmp_path / "x"))
+    assert not (tmp_path / "x").exists()

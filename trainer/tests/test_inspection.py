@@ -71,8 +71,8 @@ def crafted():
     agree:          +1, +1 with PRM 0.9, 0.85 (worst 0.15); an unsubmitted -1 is ignored.
     Left out: a solution scored by an older version, and one nobody rated.
     """
-    active = ModelVersion.objects.create(name="v-active", checkpoint_path="/a", is_active=True)
-    old = ModelVersion.objects.create(name="v-old", checkpoint_path="/o")
+    active = ModelVersion.objects.create(name="v-active", checkpoint="/a", is_active=True)
+    old = ModelVersion.objects.create(name="v-old", checkpoint="/o")
     problem = Problem.objects.create(
         text="What is $\\frac{1}{2} + \\frac{1}{2}$?", answer="1", unique_id="test/half.json"
     )

@@ -158,7 +158,7 @@ def test_the_selection_form_api_and_command_refuse_a_bad_value_in_the_same_words
 
 def test_select_generation_publishes_the_next_generation_in_the_foreground(settings):
     settings.SELECTION_QUALITY_CONTROL_COUNT = 0
-    version = ModelVersion.objects.create(name="v1", checkpoint_path="/nowhere", is_active=True)
+    version = ModelVersion.objects.create(name="v1", checkpoint="/nowhere", is_active=True)
     for p in range(3):
         problem = Problem.objects.create(text=f"Problem {p}?", answer="7")
         for i in range(2):

@@ -58,7 +58,7 @@ def test_a_bad_line_names_file_and_line(tmp_path):
 def test_the_command_scores_with_the_active_version_and_reports_a_held_out_f1(tmp_path, items):
     corpus = [step for item in ITEMS for step in item["steps"]] * 5
     PRM.build(base_model=None, corpus=corpus, seed=2).save(tmp_path / "run-1")
-    ModelVersion.objects.create(name="v1", checkpoint_path=str(tmp_path / "run-1"), is_active=True)
+    ModelVersion.objects.create(name="v1", checkpoint=str(tmp_path / "run-1"), is_active=True)
     path = tmp_path / "pb.jsonl"
     out = io.StringIO()
 

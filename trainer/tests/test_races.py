@@ -161,8 +161,8 @@ def activate(live_server, token: str, version: ModelVersion):
 
 @pytest.fixture
 def versions(transactional_db):
-    ModelVersion.objects.create(name="old", checkpoint_path="/m/old", is_active=True)
-    return [ModelVersion.objects.create(name=name, checkpoint_path=f"/m/{name}") for name in "ab"]
+    ModelVersion.objects.create(name="old", checkpoint="/m/old", is_active=True)
+    return [ModelVersion.objects.create(name=name, checkpoint=f"/m/{name}") for name in "ab"]
 
 
 def test_two_activations_at_once_take_turns_and_the_later_one_wins(
@@ -349,7 +349,7 @@ def test_a_sampling_run_cancelled_during_its_last_item_ends_cancelled_and_select
 ):
     """A cancel answered "stopping after the current item" while that item is the last one:
     the run ends cancelled, not succeeded, and the selection it was to chain is not queued."""
-    ModelVersion.objects.create(name="v", checkpoint_path="/m/v", is_active=True)
+    ModelVersion.objects.create(name="v", checkpoint="/m/v", is_active=True)
     sent = []
     monkeypatch.setattr(pipeline, "send_task", lambda name, args, **kw: sent.append(name))
     problems = [Problem.objects.create(text=f"What is {n} + 5?", answer="5") for n in range(2)]

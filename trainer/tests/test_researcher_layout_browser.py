@@ -62,7 +62,7 @@ def busy_install(make_labeler):
         log_tail="\n".join(f"epoch {e}: " + "x" * 140 for e in range(3)),
     )
     ModelVersion.objects.create(
-        name="run-1", checkpoint_path="/m/run-1", training_run=run, is_active=True
+        name="run-1", checkpoint="/m/run-1", training_run=run, is_active=True
     )
     return run
 

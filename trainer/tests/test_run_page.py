@@ -101,7 +101,7 @@ def test_activation_shows_the_rescoring_progress_until_the_pool_is_scored(client
         Solution.objects.create(problem=problem, steps=[f"{n}"], answer=str(n), is_correct=n == 2)
         for n in range(4)
     ]
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/v", metrics={})
+    version = ModelVersion.objects.create(name="v", checkpoint="/v", metrics={})
     client.post(reverse("model-activate", args=[version.pk]))
 
     page = client.get(reverse("model-list")).content.decode()

@@ -22,7 +22,7 @@ from labeling.services.labelers import get_or_create_labeler
 from trainer import pipeline
 from trainer.models import ModelVersion, TrainingRun
 from trainer.tests.labels import label_demo_solutions, submit_gold_sessions
-from trainer.training import model_versions, runs
+from trainer.training import checkpoints, model_versions, runs
 from trainer.training.params import InvalidParams, TrainingParams
 
 pytestmark = pytest.mark.django_db
@@ -75,8 +75,9 @@ def test_a_run_goes_from_queued_to_succeeded_with_an_active_model_version(
     assert "Checkpoint written" in run.log_tail
 
     version = run.model_version
-    assert Path(version.checkpoint_path) == model_dir / f"run-{run.pk}"
-    assert (model_dir / f"run-{run.pk}").is_dir()
+    # Published to the store under a key, never a host's path; it loads from there.
+    assert version.checkpoint.startswith(f"checkpoints/run-{run.pk}-")
+    assert (checkpoints.local_dir(version) / "prm.json").is_file()
     assert version.metrics["step_accuracy"] == run.metrics[-1]["step_accuracy"]
     # Every demo problem has steps rated -1 and +1, so the held-out AUROC exists, and the
     # first model with a computable metric becomes the active one.
@@ -243,7 +244,7 @@ def test_a_new_model_is_promoted_only_when_it_beats_the_active_one(
     researcher, labeled, active_auroc, promoted
 ):
     active = ModelVersion.objects.create(
-        name="old", checkpoint_path="/nowhere", metrics={"step_accuracy": active_auroc}
+        name="old", checkpoint="/nowhere", metrics={"step_accuracy": active_auroc}
     )
     model_versions.activate_model_version(model_version_id=active.pk)
 
@@ -269,8 +270,8 @@ def test_a_new_model_is_not_promoted_when_automatic_promotion_is_off(researcher,
 
 
 def test_activating_keeps_exactly_one_active_model_version(django_capture_on_commit_callbacks):
-    first = ModelVersion.objects.create(name="a", checkpoint_path="/a")
-    second = ModelVersion.objects.create(name="b", checkpoint_path="/b")
+    first = ModelVersion.objects.create(name="a", checkpoint="/a")
+    second = ModelVersion.objects.create(name="b", checkpoint="/b")
     with (
         mock.patch("trainer.tasks.score_task.apply_async") as rescore,
         django_capture_on_commit_callbacks(execute=True),
@@ -287,8 +288,8 @@ def test_activating_keeps_exactly_one_active_model_version(django_capture_on_com
 
 
 def test_scoring_everything_with_a_superseded_version_is_skipped():
-    old = ModelVersion.objects.create(name="old", checkpoint_path="/nowhere")
-    ModelVersion.objects.create(name="new", checkpoint_path="/new", is_active=True)
+    old = ModelVersion.objects.create(name="old", checkpoint="/nowhere")
+    ModelVersion.objects.create(name="new", checkpoint="/new", is_active=True)
     assert pipeline.score_with_model_version(model_version_id=old.pk) == 0
 
 
@@ -328,7 +329,7 @@ def test_the_train_prm_command_records_a_foreground_run(labeled, model_dir):
     assert run.status == "succeeded" and run.requested_by is None
     assert run.params["epochs"] == 1 and run.worker_hostname.startswith("manage.py@")
     assert f"training run {run.pk} succeeded" in out.getvalue()
-    assert (model_dir / f"run-{run.pk}").is_dir()
+    assert (checkpoints.local_dir(run.model_version) / "prm.json").is_file()
 
     with pytest.raises(CommandError, match="epochs must be at least 1"):
         call_command("train_prm", "--epochs", "0")
@@ -398,11 +399,11 @@ def test_a_warm_started_run_trains_on_from_the_active_model_versions_weights(
 
     assert warm.status == fresh.status == TrainingRun.Status.SUCCEEDED, warm.error + fresh.error
     assert f"Starting from the active model version {active}" in warm.log_tail
-    started_from = weights(active.checkpoint_path)
-    warm_weights = weights(warm.model_version.checkpoint_path)
+    started_from = weights(checkpoints.local_dir(active))
+    warm_weights = weights(checkpoints.local_dir(warm.model_version))
     for key, value in started_from.items():
         torch.testing.assert_close(warm_weights[key], value, rtol=1e-6, atol=1e-6, msg=key)
-    fresh_weights = weights(fresh.model_version.checkpoint_path)
+    fresh_weights = weights(checkpoints.local_dir(fresh.model_version))
     assert any(not torch.allclose(fresh_weights[k], v) for k, v in started_from.items())
 
 
@@ -412,7 +413,7 @@ def test_a_warm_start_from_a_version_of_another_base_model_is_refused(
     import json
 
     first = run_once(user=researcher)
-    meta_path = Path(first.model_version.checkpoint_path) / "prm.json"
+    meta_path = checkpoints.local_dir(first.model_version) / "prm.json"
     meta = json.loads(meta_path.read_text())
     meta_path.write_text(json.dumps({**meta, "base_model": str(model_dir / "another-model")}))
 

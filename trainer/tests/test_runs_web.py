@@ -42,7 +42,7 @@ def pages(run_id: int, version_id: int) -> list[tuple[str, str]]:
 def test_annotators_get_403_on_every_training_page(client, make_user):
     client.force_login(make_user("ann", "annotator"))
     run = TrainingRun.objects.create()
-    version = ModelVersion.objects.create(checkpoint_path="/x")
+    version = ModelVersion.objects.create(checkpoint="/x")
     for method, url in pages(run.pk, version.pk):
         assert getattr(client, method)(url).status_code == 403, url
     run.refresh_from_db()
@@ -58,7 +58,7 @@ def test_anonymous_users_are_sent_to_login(client):
 
 def test_researchers_see_the_pages_and_the_nav_links(client, researcher, finished_run):
     version = ModelVersion.objects.create(
-        checkpoint_path="/x", training_run=finished_run, metrics={"step_auroc": 0.81}
+        checkpoint="/x", training_run=finished_run, metrics={"step_auroc": 0.81}
     )
     for method, url in pages(finished_run.pk, version.pk):
         if method == "get":
@@ -159,8 +159,8 @@ def test_cancel_button_cancels_a_queued_run(client, researcher):
 
 
 def test_activate_button_makes_a_version_the_only_active_one(client, researcher):
-    old = ModelVersion.objects.create(name="old", checkpoint_path="/a", is_active=True)
-    new = ModelVersion.objects.create(name="new", checkpoint_path="/b", metrics={"step_auroc": 0.9})
+    old = ModelVersion.objects.create(name="old", checkpoint="/a", is_active=True)
+    new = ModelVersion.objects.create(name="new", checkpoint="/b", metrics={"step_auroc": 0.9})
     page = client.get(reverse("model-list")).content.decode()
     assert reverse("model-activate", args=[new.pk]) in page
     assert reverse("model-activate", args=[old.pk]) not in page  # already active

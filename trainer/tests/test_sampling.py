@@ -463,7 +463,7 @@ def test_a_succeeded_run_that_asked_for_it_queues_the_next_generations_selection
     from trainer.models import ModelVersion
     from trainer.selection.services import SelectionParams
 
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/m/v", is_active=True)
+    version = ModelVersion.objects.create(name="v", checkpoint="/m/v", is_active=True)
     queued = []
     monkeypatch.setattr(pipeline, "send_task", lambda name, args, **kw: queued.append((name, args)))
     scripted(lambda text, seed: f"Step {seed}.\n\n# Answer\n\n5")

@@ -36,7 +36,7 @@ def solutions(make_solution) -> list[Solution]:
 
 def test_scores_steps_solution_and_model_version_of_every_given_solution(prm, solutions):
     untouched = solutions.pop()
-    version = ModelVersion.objects.create(name="v1", checkpoint_path="/nowhere")
+    version = ModelVersion.objects.create(name="v1", checkpoint="/nowhere")
 
     count = score_and_store(
         prm=prm,
@@ -57,7 +57,7 @@ def test_scores_steps_solution_and_model_version_of_every_given_solution(prm, so
 
 
 def test_rescoring_replaces_the_previous_model_versions_scores(prm, solutions):
-    old = ModelVersion.objects.create(name="old", checkpoint_path="/old")
+    old = ModelVersion.objects.create(name="old", checkpoint="/old")
     Solution.objects.update(prm_score=0.123, prm_step_scores=[0.1], prm_model_version=old)
 
     score_and_store(prm=prm, solution_ids=[s.pk for s in solutions], model_version_id=None)
@@ -71,7 +71,7 @@ def test_rescoring_replaces_the_previous_model_versions_scores(prm, solutions):
 def test_a_solution_without_steps_gets_no_score(prm, make_solution):
     problem = Problem.objects.create(text="Empty.", answer="1")
     empty = make_solution(problem, steps=[], is_correct=False)
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/v")
+    version = ModelVersion.objects.create(name="v", checkpoint="/v")
 
     assert score_and_store(prm=prm, solution_ids=[empty.pk], model_version_id=version.pk) == 1
 

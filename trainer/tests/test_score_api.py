@@ -8,6 +8,7 @@ from labeling.models import Problem, Solution
 from trainer.models import ModelVersion
 from trainer.scoring import posted as scoring_service
 from trainer.scoring.store import score_and_store
+from trainer.training import checkpoints
 from trainer.training.ml.prm import PRM, PRMSettings, solution_score
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +26,7 @@ def active(tmp_path) -> ModelVersion:
     prm.save(tmp_path / "run-1")
     scoring_service._loaded.clear()  # another test's version must not answer for this one
     return ModelVersion.objects.create(
-        name="v1", checkpoint_path=str(tmp_path / "run-1"), is_active=True
+        name="v1", checkpoint=str(tmp_path / "run-1"), is_active=True
     )
 
 
@@ -42,7 +43,7 @@ def test_posted_solutions_get_the_scores_the_pool_stores(make_user, active):
         for i, steps in enumerate(STEPS)
     ]
     score_and_store(
-        prm=PRM.load(active.checkpoint_path, device="cpu"),
+        prm=PRM.load(checkpoints.local_dir(active), device="cpu"),
         solution_ids=[s.pk for s in stored],
         model_version_id=active.pk,
     )

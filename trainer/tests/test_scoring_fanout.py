@@ -58,7 +58,7 @@ def tiny_prm(path) -> PRM:
 
 def active_version(path) -> ModelVersion:
     return ModelVersion.objects.create(
-        name="v", checkpoint_path=str(path), is_active=True, promoted_at=timezone.now()
+        name="v", checkpoint=str(path), is_active=True, promoted_at=timezone.now()
     )
 
 
@@ -167,7 +167,7 @@ def test_a_version_activated_again_reopens_its_done_chunks_and_new_solutions_get
     scoring.score_in_process(model_version=version, prm=prm)
     first_plan = ScoringChunk.objects.count()
     # Another version scored a few; then new solutions arrived.
-    other = ModelVersion.objects.create(name="other", checkpoint_path="/other")
+    other = ModelVersion.objects.create(name="other", checkpoint="/other")
     Solution.objects.filter(pk__in=[pool[0].pk, pool[1].pk]).update(prm_model_version=other)
     added = make_pool(size=3, problems=1, first_problem=100)
 
@@ -284,7 +284,7 @@ def test_the_shortlist_keeps_quality_controls_first_random_ones():
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_a_generation_read_from_the_database_is_the_one_the_whole_pool_gives(strategy):
     pool = make_pool(size=150, problems=9)
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/v", is_active=True)
+    version = ModelVersion.objects.create(name="v", checkpoint="/v", is_active=True)
     rng = random.Random(5)
     for solution in pool:
         # Coarse scores: many ties, broken by the seeded hash.

@@ -141,7 +141,7 @@ def test_bad_parameters_are_refused_by_name(params, message):
 
 @pytest.fixture
 def version() -> ModelVersion:
-    return ModelVersion.objects.create(name="v1", checkpoint_path="/nowhere", is_active=True)
+    return ModelVersion.objects.create(name="v1", checkpoint="/nowhere", is_active=True)
 
 
 def make_pool(version, *, problems: int = 3, wrong: int = 3, right: int = 2) -> dict:
@@ -349,7 +349,7 @@ def test_solutions_this_version_has_not_scored_are_scored_first(version):
     from trainer.training.ml.prm import PRM, PRMSettings
 
     pool = make_pool(version, problems=2, wrong=2, right=1)
-    old = ModelVersion.objects.create(name="old", checkpoint_path="/old")
+    old = ModelVersion.objects.create(name="old", checkpoint="/old")
     stale = pool[(1, "w", 0)]
     Solution.objects.filter(pk=stale.pk).update(prm_score=0.99, prm_model_version=old)
     unscored = pool[(1, "r", 0)]
@@ -399,7 +399,7 @@ def test_selection_params_default_to_the_settings(settings):
 
 
 def test_a_request_needs_an_active_model_version():
-    ModelVersion.objects.create(checkpoint_path="/x")
+    ModelVersion.objects.create(checkpoint="/x")
     with (
         mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async,
         pytest.raises(pipeline.NoActiveModelVersion),
@@ -465,7 +465,7 @@ def test_a_retrain_chains_into_selection_as_the_setting_says(
 
 def test_a_version_that_did_not_become_active_does_not_select(settings, version):
     settings.SELECTION_AFTER_RETRAIN = "always"
-    other = ModelVersion.objects.create(checkpoint_path="/y")
+    other = ModelVersion.objects.create(checkpoint="/y")
     with mock.patch("trainer.tasks.select_generation_task.apply_async") as apply_async:
         assert (
             pipeline.select_after_retrain(run_id=finished_run().pk, model_version_id=other.pk)

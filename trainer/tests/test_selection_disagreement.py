@@ -22,7 +22,7 @@ GOOD, BAD = 0.9, 0.1  # PRM step scores either side of the 0.5 the metrics call 
 
 @pytest.fixture
 def version() -> ModelVersion:
-    return ModelVersion.objects.create(name="v1", checkpoint_path="/nowhere", is_active=True)
+    return ModelVersion.objects.create(name="v1", checkpoint="/nowhere", is_active=True)
 
 
 def rollout_run() -> SamplingRun:

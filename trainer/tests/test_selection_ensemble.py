@@ -18,6 +18,7 @@ from trainer.selection import services as selection
 from trainer.selection.pool import shortlist, unlabeled_pool
 from trainer.selection.services import choose
 from trainer.selection.strategies import Candidate, epistemic_uncertainty
+from trainer.training import checkpoints
 from trainer.training.ml.prm import PRM, member_masks
 
 STEPS = [
@@ -45,7 +46,7 @@ def checkpoint(tmp_path_factory) -> str:
 @pytest.fixture
 def version(db, checkpoint, settings) -> ModelVersion:
     settings.PRM_HEARTBEAT_SECONDS = 3600
-    return ModelVersion.objects.create(name="v1", checkpoint_path=checkpoint, is_active=True)
+    return ModelVersion.objects.create(name="v1", checkpoint=checkpoint, is_active=True)
 
 
 @pytest.fixture
@@ -174,7 +175,7 @@ def test_the_masks_come_from_the_seed():
 
 @pytest.mark.django_db
 def test_without_dropout_every_member_is_the_model_and_nothing_is_uncertain(version, pool):
-    prm = PRM.load(version.checkpoint_path)
+    prm = PRM.load(checkpoints.local_dir(version))
     select(version, strategy="uniform")  # scores the pool with the version
 
     still = ensemble.uncertainties(

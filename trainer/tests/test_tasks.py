@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 from datetime import timedelta
-from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -20,7 +19,7 @@ from labeling.models import Solution
 from trainer import tasks
 from trainer.models import ModelVersion, TrainingRun
 from trainer.tests.labels import label_demo_solutions
-from trainer.training import runs
+from trainer.training import checkpoints, runs
 
 
 def test_training_and_scoring_go_to_the_gpu_queue_and_the_schedule_check_does_not():
@@ -118,10 +117,10 @@ def test_a_real_worker_trains_promotes_and_scores(
 
     version = ModelVersion.objects.get(training_run=run)
     assert version.is_active
-    assert Path(version.checkpoint_path).parent == tmp_path / "models"
+    assert version.checkpoint.startswith(f"checkpoints/run-{run.pk}-")
     from trainer.training.ml.prm import PRM
 
-    PRM.load(version.checkpoint_path)  # the checkpoint is complete and loads
+    PRM.load(checkpoints.local_dir(version))  # the checkpoint is complete and loads
 
     # Promotion queued a rescoring of every solution with the new active version.
     def scored():
@@ -138,7 +137,7 @@ def test_killing_the_worker_mid_run_fails_the_run_and_keeps_the_active_model(
 ):
     label_demo_solutions(problems=4)
     active = ModelVersion.objects.create(
-        name="trusted", checkpoint_path="/models/trusted", metrics={"step_auroc": 0.5}
+        name="trusted", checkpoint="/models/trusted", metrics={"step_auroc": 0.5}
     )
     active.is_active = True
     active.save()
@@ -181,7 +180,7 @@ def test_the_periodic_task_requeues_scoring_a_killed_pool_child_left_unfinished(
     # notice; the periodic task does, once no scoring of that version can still be running.
     settings.PRM_SCORE_TIME_LIMIT = 600
     label_demo_solutions(problems=1)
-    version = ModelVersion.objects.create(name="v", checkpoint_path="/models/v")
+    version = ModelVersion.objects.create(name="v", checkpoint="/models/v")
     version.is_active = True
     version.promoted_at = timezone.now()
     version.save()

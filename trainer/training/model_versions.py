@@ -14,7 +14,6 @@ worse than the active one asks for confirmation (`WorseThanActive`), saying by h
 """
 
 from functools import partial
-from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -61,7 +60,7 @@ def _below_baselines(metrics: dict) -> list[str]:
 
 
 def record_model_version(
-    *, run: TrainingRun, checkpoint_dir: Path, metrics: dict
+    *, run: TrainingRun, checkpoint: str, metrics: dict
 ) -> tuple[ModelVersion, str]:
     """Record the run's checkpoint as a version and promote it if it beats the active one.
 
@@ -70,7 +69,7 @@ def record_model_version(
     """
     version = ModelVersion.objects.create(
         name=f"run {run.pk}",
-        checkpoint_path=str(checkpoint_dir),
+        checkpoint=checkpoint,
         metrics=metrics,
         training_run=run,
     )

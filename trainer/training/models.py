@@ -64,7 +64,9 @@ class ModelVersion(models.Model):
     """A trained PRM checkpoint. At most one is active: the one that scores and selects."""
 
     name = models.CharField(max_length=128, blank=True)
-    checkpoint_path = models.CharField(max_length=1024)
+    # A reference into the artifact store (core.store: `<key>@<digest>`), readable on any
+    # host; rows made before the store hold the absolute path on the host that trained it.
+    checkpoint = models.CharField(max_length=1024, help_text="Its artifact in the store.")
     metrics = models.JSONField(default=dict, blank=True)
     training_run = models.OneToOneField(
         TrainingRun,

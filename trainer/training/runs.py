@@ -27,10 +27,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from core import jobs
+from core import jobs, store
 from core.errors import Conflict, DomainError
 from core.queueing import BrokerUnavailable, send_task
-from trainer.training import dataset, model_versions
+from trainer.training import checkpoints, dataset, model_versions
 from trainer.training.base_models import resolve_base_model
 from trainer.training.models import ModelVersion, TrainingRun
 from trainer.training.params import TrainingParams
@@ -65,7 +65,7 @@ class WarmStartRefused(Conflict):
 
 
 class CheckpointDirUnwritable(Conflict):
-    """PRM_MODEL_DIR cannot be written on the worker: no compute is spent."""
+    """STORE_SCRATCH_DIR cannot be written on the worker: no compute is spent."""
 
 
 # --- requesting and cancelling ----------------------------------------------------------------
@@ -276,6 +276,7 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
     try:
         with recorder:
             result = _train(run, recorder)
+            reference = _publish(run_id=run_id, result=result, recorder=recorder)
     except KeyboardInterrupt:
         # Ctrl-C on `manage.py train_prm`: record it rather than leave the run to go stale.
         jobs.finish(
@@ -296,7 +297,7 @@ def execute_training_run(*, run_id: int, worker_hostname: str = "") -> TrainingR
         jobs.finish(model=TrainingRun, pk=run_id, status=Status.FAILED, error=_error_message(exc))
         return TrainingRun.objects.get(pk=run_id)
 
-    version = _record(run_id=run_id, result=result, recorder=recorder)
+    version = _record(run_id=run_id, result=result, reference=reference, recorder=recorder)
     if version is not None:
         # What follows (scoring, selection) listens: trainer.pipeline.
         transaction.on_commit(
@@ -333,7 +334,8 @@ def _train(run: TrainingRun, recorder: RunRecorder):
     from trainer.training.ml.train import train_prm
 
     params = TrainingParams.from_dict(run.params)
-    model_dir = Path(settings.PRM_MODEL_DIR)
+    # Written on this host, then published to the store (`_publish`) for every other host.
+    model_dir = store.scratch_dir(create=False)
     _check_checkpoint_dir(model_dir=model_dir)
     try:
         # One process trains here, in the worker; more start their own process group.
@@ -419,8 +421,11 @@ def _warm_start(*, params: TrainingParams, base_model: str | None, recorder) -> 
     if version is None:
         recorder.log("No active model version to start from: training a fresh model.")
         return None
-    meta = json.loads((Path(version.checkpoint_path) / SETTINGS_FILE).read_text(encoding="utf-8"))
-    if meta.get("base_model") != base_model:
+    directory = checkpoints.local_dir(version)
+    meta = json.loads((directory / SETTINGS_FILE).read_text(encoding="utf-8"))
+    # The same backbone has another path on another host (each host's cache): compare what
+    # the two are, not where they lie.
+    if store.identity(meta.get("base_model")) != store.identity(base_model):
         raise WarmStartRefused(
             f"warm_start: the active model version {version} was trained on "
             f"{meta.get('base_model') or 'the built-in tiny model'}, this run on "
@@ -428,7 +433,7 @@ def _warm_start(*, params: TrainingParams, base_model: str | None, recorder) -> 
             "version of the same base model."
         )
     recorder.log(f"Starting from the active model version {version} (warm start).")
-    return version.checkpoint_path
+    return str(directory)
 
 
 def _check_checkpoint_dir(*, model_dir: Path) -> None:
@@ -446,11 +451,27 @@ def _check_checkpoint_dir(*, model_dir: Path) -> None:
     except OSError as exc:
         raise CheckpointDirUnwritable(
             f"Checkpoint directory {model_dir} is not writable: [Errno {exc.errno}] "
-            f"{exc.strerror}. Fix PRM_MODEL_DIR on the worker and start a new run."
+            f"{exc.strerror}. Fix STORE_SCRATCH_DIR on the worker and start a new run."
         ) from None
 
 
-def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | None:
+def _publish(*, run_id: int, result, recorder: RunRecorder) -> str:
+    """Upload the checkpoint written on this host to the store; its reference.
+
+    The store's manifest goes last, so an upload killed half-way leaves nothing a version could
+    name, and the version is recorded only after this returns. The local copy is then dropped:
+    this host's cache keeps the files (hard links), the scratch directory does not.
+    """
+    key = checkpoints.key_for_run(run_id)
+    recorder.log(f"Checkpoint written; publishing it to {key} in the artifact store.")
+    recorder.flush()
+    try:
+        return checkpoints.publish(directory=Path(result.checkpoint_dir), key=key)
+    finally:
+        shutil.rmtree(result.checkpoint_dir, ignore_errors=True)
+
+
+def _record(*, run_id: int, result, reference: str, recorder: RunRecorder) -> ModelVersion | None:
     """The checkpoint is complete on disk: record its version, maybe promote it, finish the run.
 
     The run's row lock taken here is the point of no return. A cancel that came before it
@@ -458,7 +479,7 @@ def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | Non
     removed and no version recorded. One that comes after waits for this transaction and is
     refused as too late (`cancel_training_run`). Never both.
     """
-    recorder.log(f"Checkpoint written to {result.checkpoint_dir}.")
+    recorder.log(f"Checkpoint published to {store.describe(reference)}.")
     with transaction.atomic():
         run = TrainingRun.objects.select_for_update().get(pk=run_id)
         if run.status != Status.RUNNING:
@@ -469,10 +490,10 @@ def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | Non
             recorder.log("Stopped: cancelled while the checkpoint was saved; it is removed.")
             recorder.flush()
             jobs.finish(model=TrainingRun, pk=run_id, status=Status.CANCELLED)
-            transaction.on_commit(partial(_remove_checkpoint, Path(result.checkpoint_dir)))
+            transaction.on_commit(partial(checkpoints.remove, reference))
             return None
         version, reason = model_versions.record_model_version(
-            run=run, checkpoint_dir=result.checkpoint_dir, metrics=result.final_metrics
+            run=run, checkpoint=reference, metrics=result.final_metrics
         )
         recorder.log(f"Model version {version.pk} recorded; {reason}.")
         recorder.metrics = [
@@ -481,11 +502,6 @@ def _record(*, run_id: int, result, recorder: RunRecorder) -> ModelVersion | Non
         recorder.flush()
         jobs.finish(model=TrainingRun, pk=run_id, status=Status.SUCCEEDED)
     return version
-
-
-def _remove_checkpoint(path: Path) -> None:
-    # The run it belongs to was cancelled: no model version will ever point at it.
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _log_to_run(run_id: int, line: str) -> None:

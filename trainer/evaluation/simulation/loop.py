@@ -51,7 +51,7 @@ from trainer.evaluation.simulation.pool import SimulationRefused
 from trainer.selection import services as selection
 from trainer.selection import strategies
 from trainer.selection.pool import unlabeled_pool
-from trainer.training import model_versions, runs
+from trainer.training import checkpoints, model_versions, runs
 from trainer.training.ml.prm import PRM, solution_score
 from trainer.training.models import ModelVersion, TrainingRun
 from trainer.training.params import TrainingParams
@@ -305,7 +305,7 @@ def run_simulation(
             timings["train"] = time.monotonic() - started
 
             started = time.monotonic()
-            prm = PRM.load(version.checkpoint_path)
+            prm = PRM.load(checkpoints.local_dir(version))
             step_scores, prm_scores = evaluation.score_test_set(prm, test.samples)
             scores = {"prm": prm_scores}
             if prm.settings.aggregation != "min":

@@ -9,13 +9,12 @@ did not write, and clears its own previous run before starting.
 import json
 import math
 import random
-import shutil
 import tempfile
 from pathlib import Path
 
-from django.conf import settings
 from django.db import transaction
 
+from core import store
 from core.errors import Conflict
 from labeling import quality
 from labeling.models import Generation, LabelingSession, Problem, Solution
@@ -74,17 +73,11 @@ def clear_simulation() -> None:
         # Sessions and solutions are gone, and every generation was the simulation's.
         Generation.objects.all().delete()
         versions = ModelVersion.objects.filter(training_run__requested_by__username=RESEARCHER)
-        paths = [Path(p) for p in versions.values_list("checkpoint_path", flat=True)]
+        references = list(versions.values_list("checkpoint", flat=True))
         versions.delete()
-        runs = TrainingRun.objects.filter(requested_by__username=RESEARCHER)
-        paths += [
-            Path(settings.PRM_MODEL_DIR) / f"run-{pk}" for pk in runs.values_list("pk", flat=True)
-        ]
-        runs.delete()
-    root = Path(settings.PRM_MODEL_DIR).resolve()
-    for path in paths:
-        if path.resolve().parent == root and path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+        TrainingRun.objects.filter(requested_by__username=RESEARCHER).delete()
+    for reference in references:
+        store.delete(reference)
 
 
 # --- the pool ---------------------------------------------------------------------------------

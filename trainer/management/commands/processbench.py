@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import DomainError
 from trainer.evaluation import figures, processbench
 from trainer.models import ModelVersion
+from trainer.training import checkpoints
 
 
 class Command(BaseCommand):
@@ -41,7 +42,7 @@ class Command(BaseCommand):
         )
         if version is None:
             raise CommandError("No such model version (and none is active).")
-        prm = PRM.load(version.checkpoint_path)
+        prm = PRM.load(checkpoints.local_dir(version))
         scores = prm.score(problems=[i.problem for i in items], steps=[i.steps for i in items])
         self.stdout.write(f"{version}: {len(items)} items from {options['file']}")
         self.stdout.write("Sweep over all items:\n" + processbench.HEADER)

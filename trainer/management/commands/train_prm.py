@@ -7,7 +7,7 @@ from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
 from core.progress import job_progress_bar
 from trainer.models import TrainingRun
-from trainer.training import runs
+from trainer.training import checkpoints, runs
 from trainer.training.params import TrainingParams
 
 
@@ -47,7 +47,8 @@ class Command(BaseCommand):
         version = run.model_version
         state = "active" if version.is_active else "not promoted"
         self.stdout.write(
-            f"training run {run.pk} succeeded: {version} ({state}) at {version.checkpoint_path}"
+            f"training run {run.pk} succeeded: {version} ({state}), checkpoint "
+            f"{checkpoints.describe(version)} in the artifact store"
         )
 
 

@@ -11,9 +11,11 @@ elsewhere needs transformers and torch only.
 import json
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 from core.errors import Conflict, NotFound
+from trainer.training import checkpoints
 from trainer.training.ml.prm import CLASSES, PRM, STEP_TAG
 from trainer.training.models import ModelVersion
 
@@ -71,9 +73,7 @@ def export_model_version(*, model_version_id: int, out: Path) -> Path:
     version = ModelVersion.objects.filter(pk=model_version_id).first()
     if version is None:
         raise NotFound(f"There is no model version {model_version_id}.")
-    checkpoint = Path(version.checkpoint_path)
-    if not checkpoint.is_dir():
-        raise ExportRefused(f"Model version {model_version_id}'s checkpoint {checkpoint} is gone.")
+    checkpoint = checkpoints.local_dir(version)  # from the store, on whichever host this runs
     out = Path(out)
     if out.exists():
         raise ExportRefused(f"{out} already exists; an export never overwrites.")
@@ -86,6 +86,16 @@ def export_model_version(*, model_version_id: int, out: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def publish_export(*, model_version_id: int, out: Path) -> str:
+    """Export into `out` (as `export_model_version`), then put the export in the store, where a
+    serving host fetches it; its reference."""
+    from core import store
+
+    path = export_model_version(model_version_id=model_version_id, out=out)
+    key = store.check_key(f"exports/model-version-{model_version_id}-{uuid.uuid4().hex[:8]}")
+    return store.publish_tree(source=path, key=key, seed_cache=False)
 
 
 def _write(*, prm: PRM, version: ModelVersion, path: Path) -> None:
