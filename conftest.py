@@ -228,14 +228,16 @@ def _fresh_cache(request):
 
 
 @pytest.fixture(autouse=True)
-def _artifact_store(tmp_path, settings, monkeypatch):
+def _artifact_store(tmp_path_factory, settings, monkeypatch):
     # Each test has its own artifact store; processes it starts (workers, servers) share it
     # through the environment, while each keeps its own cache and scratch under its var dir.
-    store = tmp_path / "store"
+    # Beside the test's tmp_path, not in it: a test may count what its own folder holds.
+    root = tmp_path_factory.mktemp("artifacts")
+    store = root / "store"
     settings.STORE_URL = str(store)
     monkeypatch.setenv("STORE_URL", str(store))
-    settings.STORE_CACHE_DIR = tmp_path / "cache"
-    settings.STORE_SCRATCH_DIR = tmp_path / "scratch"
+    settings.STORE_CACHE_DIR = root / "cache"
+    settings.STORE_SCRATCH_DIR = root / "scratch"
     yield store
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from django.conf import settings as django_settings
 
+from core import store
 from generators.base import (
     GenerationRequest,
     GeneratorSpec,
@@ -30,7 +31,8 @@ from generators.base import (
 )
 from generators.openai_compatible import cut_at_stop
 
-# Resolved checkpoint directory -> (model, tokenizer), for the life of the process.
+# A checkpoint's identity (`core.store.identity`) -> (model, tokenizer), for the life of the
+# process.
 _LOADED: dict[str, tuple] = {}
 _LOADING = threading.Lock()
 
@@ -68,7 +70,9 @@ def _checkpoint(name: str) -> Path:
 
 
 def _load(path: Path) -> tuple:
-    key = str(path)
+    # By what the files are, not where this host's cache put them: a model read again from
+    # another cache folder (or after its entry was evicted and fetched anew) is loaded once.
+    key = store.identity(str(path))
     with _LOADING:
         if key not in _LOADED:
             import torch

@@ -42,14 +42,15 @@ PARAMS = {
 
 @pytest.fixture(autouse=True)
 def model_dir(settings, tmp_path) -> Path:
-    settings.PRM_MODEL_DIR = tmp_path / "models"
+    # Where the worker writes (this host's scratch) before the checkpoint goes to the store.
+    settings.STORE_SCRATCH_DIR = tmp_path / "models"
     # As in test_runs: the recorder's own writes carry the heartbeat inside the test's
     # transaction, which the heartbeat thread's connection cannot see.
     settings.PRM_HEARTBEAT_SECONDS = 3600
     settings.PRM_AUTO_PROMOTE = True
     settings.PRM_PROMOTE_METRIC = "step_auroc"
     settings.PRM_TRAIN_PROCESSES = 2
-    return settings.PRM_MODEL_DIR
+    return settings.STORE_SCRATCH_DIR
 
 
 def record_progress(hook):
@@ -125,8 +126,8 @@ def test_a_two_process_run_trains_the_model_one_process_trains(researcher, model
     version = run.model_version
     assert version.is_active
     same_weights(tmp_path / "one-process", checkpoints.local_dir(version))
-    # The job directory goes with the run.
-    assert [p.name for p in model_dir.iterdir()] == [f"run-{run.pk}"]
+    # The job directory goes with the run, and the checkpoint, once published, from the disk.
+    assert list(model_dir.iterdir()) == []
 
 
 def test_a_sharded_two_process_run_trains_the_model_one_process_trains(tmp_path):

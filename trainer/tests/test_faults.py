@@ -202,7 +202,7 @@ def disk_full_after(limit: int):
 
 @pytest.mark.django_db
 def test_a_disk_that_fills_up_during_the_save_fails_the_run_and_leaves_nothing(
-    settings, tmp_path, trusted, client, monkeypatch
+    settings, tmp_path, trusted, client, monkeypatch, _artifact_store
 ):
     label_demo_solutions(problems=4)
     settings.STORE_SCRATCH_DIR = tmp_path / "scratch"
@@ -223,7 +223,7 @@ def test_a_disk_that_fills_up_during_the_save_fails_the_run_and_leaves_nothing(
     assert run.metrics, "training itself finished; only the save failed"
     # Neither the checkpoint nor its half-written temporary directory is left.
     assert list((tmp_path / "scratch").iterdir()) == []
-    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*"))
+    assert not _artifact_store.exists() or not any(_artifact_store.rglob("*"))
     assert_failed_without_a_model(run, trusted, client)
     # The next run is not blocked, and on a disk with room it succeeds.
     monkeypatch.setattr(PRM, "save", real_save)

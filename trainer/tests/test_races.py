@@ -248,14 +248,16 @@ def test_the_first_tasks_two_threads_queue_are_found_and_neither_answers_500(
 
 @pytest.fixture
 def training(settings, tmp_path, transactional_db) -> Path:
-    settings.PRM_MODEL_DIR = tmp_path / "models"
+    settings.STORE_SCRATCH_DIR = tmp_path / "models"
     settings.PRM_AUTO_PROMOTE = True
     settings.PRM_PROMOTE_METRIC = "step_auroc"
     label_demo_solutions(problems=4)
-    return settings.PRM_MODEL_DIR
+    return settings.STORE_SCRATCH_DIR
 
 
-def test_a_cancel_during_the_checkpoint_save_wins(training, client, researcher, monkeypatch):
+def test_a_cancel_during_the_checkpoint_save_wins(
+    training, client, researcher, monkeypatch, settings
+):
     """The researcher cancels while the checkpoint is being written: the cancel is accepted,
     so the run ends cancelled, with no model version and no checkpoint left on disk."""
     require_postgresql()
@@ -287,6 +289,9 @@ def test_a_cancel_during_the_checkpoint_save_wins(training, client, researcher, 
     assert not ModelVersion.objects.exists()
     assert not (training / f"run-{run.pk}").exists()
     assert [p.name for p in training.iterdir()] == []
+    # Published before the cancel won, and removed from the store once it had.
+    store_dir = Path(settings.STORE_URL)
+    assert not [p for p in store_dir.rglob("*.manifest.json")]
     assert "cancelled while the checkpoint was saved" in finished.log_tail
 
 
