@@ -325,7 +325,8 @@ def train_prm(
             prm.module = accelerator.unwrap_model(model)
         prm.save(out_dir)
     accelerator.wait_for_everyone()
-    emit({"log": f"Saved to {out_dir} after {time.monotonic() - started:.1f} s.", **peak_memory()})
+    # The folder is this host's scratch: the log names the store key once it is published.
+    emit({"log": f"Saved after {time.monotonic() - started:.1f} s.", **peak_memory()})
     return TrainResult(
         checkpoint_dir=out_dir, epochs=epochs, final_metrics=dict(final), peak_memory=peak_memory()
     )
