@@ -438,6 +438,16 @@ def _download(backend: _Backend, remote: str, target: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def link_or_copy(source: Path, target: Path) -> None:
+    """`target` made the same file as `source` (a folder above it created): a hard link, which
+    costs no copy, or a copy across filesystems. Only for files that never change."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
 def _touch(cached: Path) -> None:
     with contextlib.suppress(OSError):
         os.utime(cached)
@@ -488,12 +498,7 @@ def _seed_cache(ref: Ref, *, files: list[Path], base: Path) -> None:
     partial = Path(tempfile.mkdtemp(prefix=f".{ref.digest[:12]}-", dir=cache_dir()))
     try:
         for path in files:
-            target = partial / path.relative_to(base)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(path, target)
-            except OSError:
-                shutil.copyfile(path, target)
+            link_or_copy(path, partial / path.relative_to(base))
         _settle(partial, cached)
     except OSError:
         pass  # a cache is an optimisation: the next reader downloads

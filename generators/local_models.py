@@ -191,11 +191,7 @@ def _publishable(resolved: Path, relative: str):
                 if not source.is_file():
                     continue  # a broken link, a socket: no file to publish
                 target = staging / (here / name).relative_to(resolved)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.link(source, target)
-                except OSError:
-                    shutil.copyfile(source, target)
+                store.link_or_copy(source, target)
         yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -51,6 +51,7 @@ import requests
 from annotate.tests.hosts import ROOT, VENV_BIN, Cluster, Host, free_port, namespaces_work
 from annotate.tests.hosts import wait_for_log as wait_for_log_text
 from conftest import create_user, database_url, require
+from trainer.tests.test_hf_export import OUTSIDE  # transformers and torch alone
 
 pytestmark = pytest.mark.services
 
@@ -81,27 +82,6 @@ POSTED = [
     ["We add $2$ and $3$.", "So the answer is $5$.", "# Answer\n\n5"],
     ["Multiply both sides by $2$, so $x = 14$.", "# Answer\n\n14"],
 ]
-# Only transformers and torch (trainer/tests/test_hf_export.py's caller outside stepwise).
-OUTSIDE = """
-import json, sys, torch
-from transformers import AutoModelForTokenClassification, AutoTokenizer
-path, problem, solutions = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-tok = AutoTokenizer.from_pretrained(path)
-model = AutoModelForTokenClassification.from_pretrained(path).eval()
-tag = tok.convert_tokens_to_ids(model.config.prm_step_tag)
-out = []
-for steps in solutions:
-    ids = tok(problem + "\\n\\n", add_special_tokens=False).input_ids
-    for step in steps:
-        ids += tok(step, add_special_tokens=False).input_ids + [tag]
-    with torch.no_grad():
-        probs = model(torch.tensor([ids])).logits[0].softmax(-1)[torch.tensor(ids) == tag]
-    ok = probs[:, model.config.label2id["+1"]]
-    if model.config.prm_neutral_as_positive:
-        ok = ok + probs[:, model.config.label2id["0"]]
-    out.append(ok.tolist())
-print(json.dumps({"class": type(model).__name__, "scores": out}))
-"""
 
 
 # --- fixtures --------------------------------------------------------------------------------

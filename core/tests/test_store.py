@@ -21,6 +21,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from core import store
+from core.tests.store_faults import DIE_AFTER_TWO_UPLOADS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -226,22 +227,12 @@ def test_the_s3_store_round_trips_trees_deletes_and_refuses_tampering(s3_store, 
 
 # --- an upload killed half-way -----------------------------------------------------------------
 
-KILLED_UPLOAD = """
-import os, signal, sys
-from pathlib import Path
-import django
-django.setup()
-from core import store
-backend = store._backend()
-put, done = backend.fs.put_file, []
-def put_then_die(*args, **kwargs):
-    put(*args, **kwargs)
-    done.append(args)
-    if len(done) == 2:
-        os.kill(os.getpid(), signal.SIGKILL)
-backend.fs.put_file = put_then_die
+KILLED_UPLOAD = (
+    DIE_AFTER_TWO_UPLOADS
+    + """
 store.publish_tree(source=Path(sys.argv[1]), key="checkpoints/run-9")
 """
+)
 
 
 @pytest.mark.parametrize("where", ["directory", "s3"])

@@ -93,17 +93,12 @@ def link_artifact(*, reference: str, source: Path, target: Path) -> str:
     """The artifact `reference` of the directory store `source` put into the directory store
     `target` as publishing left it (its files under <key>/, then <key>.manifest.json), the
     files hard-linked; the same reference."""
-    from core.store import MANIFEST_SUFFIX, Ref
+    from core.store import MANIFEST_SUFFIX, Ref, link_or_copy
 
     key = Ref.parse(reference).key
     for file in sorted((source / key).rglob("*")):
         if file.is_file():
-            linked = target / file.relative_to(source)
-            linked.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(file, linked)
-            except OSError:
-                shutil.copyfile(file, linked)
+            link_or_copy(file, target / file.relative_to(source))
     shutil.copyfile(source / f"{key}{MANIFEST_SUFFIX}", target / f"{key}{MANIFEST_SUFFIX}")
     return reference
 

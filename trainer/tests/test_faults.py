@@ -19,6 +19,7 @@ from django.utils import timezone
 from kombu import Connection
 
 from conftest import create_user, wait_for
+from core.tests.store_faults import DIE_AFTER_TWO_UPLOADS
 from labeling.models import LabelingSession, Problem, Solution, StepRating, solution_digest
 from labeling.services.workbench import LEASE
 from trainer.models import ModelVersion, ScoringChunk, TrainingRun
@@ -352,22 +353,14 @@ def test_a_lapsed_lease_nobody_took_resumes_with_every_rating(three_solutions, c
 
 # --- a worker killed while it publishes the checkpoint ---------------------------------------
 
-KILLED_WHILE_PUBLISHING = """
-import os, signal, sys
-import django
-django.setup()
-from core import store
+# The checkpoint's files are half in the store, its manifest not, when the worker dies.
+KILLED_WHILE_PUBLISHING = (
+    DIE_AFTER_TWO_UPLOADS
+    + """
 from trainer.training import runs
-backend = store._backend()
-put, done = backend.fs.put_file, []
-def put_then_die(*args, **kwargs):
-    put(*args, **kwargs)
-    done.append(args)
-    if len(done) == 2:  # the checkpoint's files are half in the store, its manifest not
-        os.kill(os.getpid(), signal.SIGKILL)
-backend.fs.put_file = put_then_die
 runs.execute_training_run(run_id=int(sys.argv[1]), worker_hostname="gpu-a")
 """
+)
 
 
 @pytest.mark.django_db(transaction=True)

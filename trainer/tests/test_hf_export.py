@@ -43,7 +43,7 @@ for steps in solutions:
     if model.config.prm_neutral_as_positive:
         ok = ok + probs[:, model.config.label2id["0"]]
     out.append(ok.tolist())
-print(json.dumps(out))
+print(json.dumps({"class": type(model).__name__, "scores": out}))
 """
 
 
@@ -90,7 +90,7 @@ def test_transformers_alone_gives_the_step_scores_stepwise_stored(tmp_path, vers
         env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
         cwd=tmp_path,  # not the repository: nothing of stepwise is importable
     )
-    outside = json.loads(result.stdout)
+    outside = json.loads(result.stdout)["scores"]
     for solution, scores in zip(solutions, outside, strict=True):
         solution.refresh_from_db()
         assert scores == pytest.approx(solution.prm_step_scores, abs=1e-5)
