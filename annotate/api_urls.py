@@ -4,6 +4,7 @@ from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
 from annotate.apidocs import SchemaDocsView, SchemaView
+from labeling import answer_review_api
 from labeling import api as labeling_api
 from trainer import api as trainer_api
 
@@ -46,6 +47,19 @@ urlpatterns = [
         "quality/judge/",
         labeling_api.JudgeAgreementView.as_view(),
         name="api-judge-agreement",
+    ),
+    path(
+        "answer-reviews/queue/",
+        answer_review_api.AnswerReviewQueueView.as_view(),
+        name="api-answer-review-queue",
+    ),
+    path(
+        "answer-reviews/export/",
+        answer_review_api.AnswerReviewExportView.as_view(),
+        name="api-answer-review-export",
+    ),
+    path(
+        "answer-reviews/", answer_review_api.AnswerReviewView.as_view(), name="api-answer-reviews"
     ),
     path("score/", trainer_api.ScoreView.as_view(), name="api-score"),
     path("tokens/", labeling_api.TokenListView.as_view(), name="api-tokens"),

@@ -1239,9 +1239,12 @@ class Regraded:
 def regrade_solutions(*, problem_ids: list[int] | None = None) -> Regraded:
     """Grade solutions again (after a grader, ground-truth or answer change). A solution stored
     with no answer has it read again from its steps first (the extraction may have improved);
-    a live trajectory still being written is left without one."""
-    solutions = Solution.objects.select_related("problem").only(
-        "id", "steps", "answer", "is_correct", "meta", "problem__answer"
+    a live trajectory still being written is left without one. A solution whose answer a
+    person decided (an AnswerReview) keeps that decision."""
+    solutions = (
+        Solution.objects.filter(answer_review__isnull=True)
+        .select_related("problem")
+        .only("id", "steps", "answer", "is_correct", "meta", "problem__answer")
     )
     if problem_ids is not None:
         solutions = solutions.filter(problem_id__in=problem_ids)

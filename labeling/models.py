@@ -642,3 +642,37 @@ class ProblemReport(models.Model):
 
     def __str__(self) -> str:
         return f"report {self.pk} on problem {self.problem_id} ({self.status})"
+
+
+class AnswerReview(models.Model):
+    """A person's decision on a final answer the grader left ungraded: equal to the problem's
+    answer or not. One per solution; it sets `Solution.is_correct`, and grading never
+    overwrites it (`labeling/grading.py`, `regrade_solutions`). The two texts compared are
+    kept as they were, so that the exported pair survives later edits of either."""
+
+    class Verdict(models.TextChoices):
+        EQUAL = "equal", "Equal"
+        NOT_EQUAL = "not_equal", "Not equal"
+
+    solution = models.OneToOneField(
+        Solution, on_delete=models.CASCADE, related_name="answer_review"
+    )
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField()
+    answer = models.TextField(help_text="The solution's final answer when it was decided.")
+    ground_truth = models.TextField(help_text="The problem's answer when it was decided.")
+
+    class Meta:
+        ordering = ["decided_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(verdict__in=["equal", "not_equal"]),
+                name="answer_review_verdict_known",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"answer review of solution {self.solution_id} ({self.verdict})"

@@ -1,11 +1,12 @@
 """Read operations of the annotation domain (the PRM800K export has its own module, export.py)."""
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Trim
 from django.db.models.lookups import LessThan
 
 from core import permissions, rules
@@ -14,6 +15,7 @@ from labeling import judge_display
 from labeling.judge_display import JudgeShown
 from labeling.models import (
     IN_QUEUES,
+    AnswerReview,
     Generation,
     Labeler,
     LabelingSession,
@@ -351,3 +353,49 @@ def session_state(*, session: LabelingSession, new: bool = False) -> WorkbenchSt
 
 # ---------------------------------------------------------------------------------------------
 # A step the labeler writes in place of the wrong one (PRM800K phase 1's human_completion)
+
+
+# --- the answer-review queue (labeling/services/answer_review.py) ---------------------------
+
+# The ids a visit of the review page has skipped travel with it, at most this many (the latest).
+ANSWER_REVIEW_SKIPPED_MAX = 200
+
+
+def answer_review_queue(*, skipped: Sequence[int] = ()) -> QuerySet[Solution]:
+    """Solutions whose final answer waits for a person, oldest first: ungraded, with a final
+    answer and a problem with an answer, not decided yet, and not among `skipped`."""
+    return (
+        Solution.objects.filter(is_correct__isnull=True)
+        .alias(given=Trim("answer"), truth=Trim("problem__answer"))
+        .exclude(given="")
+        .exclude(truth="")
+        .exclude(Exists(AnswerReview.objects.filter(solution_id=OuterRef("pk"))))
+        .exclude(pk__in=list(skipped)[-ANSWER_REVIEW_SKIPPED_MAX:])
+        .select_related("problem")
+        .order_by("created_at", "id")
+    )
+
+
+def answer_review_pairs() -> Iterator[dict]:
+    """The hand-judged answer pairs, in the order they were decided, streamed: the two texts
+    as they were compared, the verdict, when, the decider's labeler UUID (never a username)
+    and the problem's `unique_id`."""
+    rows = AnswerReview.objects.order_by("decided_at", "id").values_list(
+        "solution_id",
+        "solution__problem__unique_id",
+        "answer",
+        "ground_truth",
+        "verdict",
+        "decided_at",
+        "decided_by__labeler__uuid",
+    )
+    for solution_id, unique_id, answer, truth, verdict, at, uuid in rows.iterator(chunk_size=2000):
+        yield {
+            "solution": solution_id,
+            "problem_unique_id": unique_id,
+            "answer": answer,
+            "ground_truth": truth,
+            "verdict": verdict,
+            "decided_at": at.isoformat(),
+            "decided_by": str(uuid) if uuid else None,
+        }

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from labeling import data_views, views
+from labeling import answer_review_views, data_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -34,6 +34,12 @@ urlpatterns = [
     ),
     path("quality/disagreements/", views.labeler_disagreements, name="labeler-disagreement-list"),
     path("quality/solutions/<int:solution_id>/adjudicate/", views.adjudicate, name="adjudicate"),
+    path("answers/review/", answer_review_views.answer_review_page, name="answer-review"),
+    path(
+        "answers/review/<int:solution_id>/decide/",
+        answer_review_views.answer_review_decide,
+        name="answer-review-decide",
+    ),
     path("reports/", views.problem_reports, name="problem-reports"),
     path(
         "reports/problems/<int:problem_id>/confirm/",
