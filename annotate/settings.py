@@ -474,7 +474,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     # math-verify warns once per process that its signal timeouts are off; they are off on
-    # purpose (signals fail outside the main thread), see labeling/grading.py.
+    # purpose (signals fail outside the main thread), see labeling/grading/symbolic.py.
     # The OpenAI client's HTTP library logs every request at INFO: a sampling run's thousands.
     "loggers": {"math_verify": {"level": "ERROR"}, "httpx": {"level": "WARNING"}},
 }

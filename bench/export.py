@@ -239,7 +239,7 @@ def phase_import(path: Path) -> dict:
     def timed_grade_answers(*, pairs, pool) -> None:
         pairs = list(pairs)
         start = time.perf_counter()
-        graded["pairs"] += len({p for p in pairs if p not in grading._verdicts})
+        graded["pairs"] += len({p for p in pairs if grading.cached(p) is None})
         try:
             grade_answers(pairs=pairs, pool=pool)
         finally:

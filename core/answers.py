@@ -7,7 +7,7 @@ after "# Answer"; MATH's `last_boxed_only_string` takes the last box):
    before it (a model often adds a closing sentence after the boxed step);
 3. a stated answer in the last step: "The answer is X", "Answer: X", "final answer is X";
 4. a number alone on the last line of the last step.
-Nothing found is "": such a solution is ungraded, not wrong (`labeling/grading.py`).
+Nothing found is "": such a solution is ungraded, not wrong (`labeling/grading/verdicts.py`).
 """
 
 import re

@@ -176,7 +176,7 @@ class Solution(models.Model):
     answer = models.TextField(blank=True, help_text="The solution's final answer.")
     content_hash = models.CharField(max_length=64, editable=False)
     # None is "ungraded": no final answer could be read, or the problem has no ground truth.
-    # Such a solution is neither right nor wrong (`labeling/grading.py`, `regrade`).
+    # Such a solution is neither right nor wrong (`labeling/grading/verdicts.py`, `regrade`).
     is_correct = models.BooleanField(
         null=True, blank=True, help_text="Final answer equals the ground truth; empty if ungraded."
     )
@@ -647,7 +647,7 @@ class ProblemReport(models.Model):
 class AnswerReview(models.Model):
     """A person's decision on a final answer the grader left ungraded: equal to the problem's
     answer or not. One per solution; it sets `Solution.is_correct`, and grading never
-    overwrites it (`labeling/grading.py`, `regrade_solutions`). The two texts compared are
+    overwrites it (`labeling/grading/verdicts.py`, `regrade_solutions`). The two texts compared are
     kept as they were, so that the exported pair survives later edits of either."""
 
     class Verdict(models.TextChoices):

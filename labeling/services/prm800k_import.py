@@ -118,10 +118,10 @@ class _Grader:
         self.thread: ThreadPoolExecutor | None = None
 
     @staticmethod
-    def known(pair: tuple[str, str]) -> bool | None:
+    def known(pair: tuple[str, str]) -> grading.Verdict | None:
         """The cached verdict of `pair`, None if it has none yet. Read once per solution:
         the grading thread fills and empties the cache meanwhile."""
-        return grading._verdicts.get(pair)
+        return grading.cached(pair)
 
     def grade(self, pending: dict[int, tuple[str, str]]) -> None:
         """Grade the answers of these new solutions (id: (answer, ground truth)), stored
@@ -209,7 +209,7 @@ def _resolve_solutions(
             r.steps,
             r.answer,
             key[1],
-            grader.PLACEHOLDER if verdict is None else verdict,
+            grader.PLACEHOLDER if verdict is None else grading.stored(verdict),
             "prm800k-phase1" if r.is_phase1 else "prm800k",
             r.source_score,
             generations[r.generation].pk if r.generation is not None else None,

@@ -6,7 +6,7 @@ import json
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -223,3 +223,50 @@ def test_the_page_decides_skips_and_shows_the_empty_state(client, problem, rita)
     assert "Nothing to review" in empty and "start again" in empty
     decide_answer(solution_id=noon.pk, user=rita, verdict="equal")
     assert "Nothing to review" in client.get(reverse("answer-review")).content.decode()
+
+
+def test_an_answer_the_grader_is_unsure_of_is_stored_ungraded_and_queued(problem, rita):
+    # Answers with something the grader does not read: a relation it does not compare, a
+    # time of day without a.m. or p.m., a unit on a function's argument. Each of them would
+    # have been graded on a fragment before; now they wait for a person.
+    problem.answer = "75"
+    problem.save()
+    unsure = {
+        "x \\approx 75": _solution(problem, "x \\approx 75"),
+        "75 \\pmod{360}": _solution(problem, "75 \\pmod{360}"),
+        "\\log 75 \\text{ m}": _solution(problem, "\\log 75 \\text{ m}"),
+    }
+    wrong = _solution(problem, "76")
+    call_command("regrade", stdout=io.StringIO())
+    for solution in unsure.values():
+        solution.refresh_from_db()
+        assert solution.is_correct is None
+    wrong.refresh_from_db()
+    assert wrong.is_correct is False
+    queued = {s.answer for s in selectors.answer_review_queue()}
+    assert queued == set(unsure)
+    decide_answer(solution_id=unsure["x \\approx 75"].pk, user=rita, verdict="equal")
+    unsure["x \\approx 75"].refresh_from_db()
+    assert unsure["x \\approx 75"].is_correct is True
+
+
+def test_decided_pairs_measure_the_grader_through_the_export(problem, rita, tmp_path):
+    # The team's own hand-judged pairs: exported, then graded by `measure_grading`, which
+    # reports the figures the docs give for the project's corpora.
+    problem.answer = "12 p.m."
+    problem.save()
+    decide_answer(solution_id=_solution(problem, "noon").pk, user=rita, verdict="equal")
+    decide_answer(solution_id=_solution(problem, "3 p.m.").pk, user=rita, verdict="not_equal")
+    decide_answer(solution_id=_solution(problem, "12:00").pk, user=rita, verdict="equal")
+    export = tmp_path / "reviewed.jsonl"
+    export.write_text("".join(json.dumps(p) + "\n" for p in selectors.answer_review_pairs()))
+    out = io.StringIO()
+    call_command("measure_grading", str(export), stdout=out)
+    report = out.getvalue()
+    # `noon` and `3 p.m.` are decided right; `12:00` may be noon or midnight: unsure.
+    assert "3 pairs; on the 2 decided, accuracy 100.00%, 0 false accepts; unsure 33.3%" in report
+    assert "review: 1 unsure: '12:00' vs '12 p.m.'" in report
+
+    export.write_text('{"answer": "5"}\n')
+    with pytest.raises(CommandError, match="reviewed.jsonl:1"):
+        call_command("measure_grading", str(export))

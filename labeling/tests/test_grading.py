@@ -7,15 +7,19 @@ import multiprocessing
 import os
 import threading
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-from labeling.grading import GradingPool, grade_answer, is_equivalent
+from labeling.grading import GradingPool, Verdict, grade, grade_answer, is_equivalent
+from labeling.grading.corpus import measure, read_pairs
 
 CORPUS = Path(__file__).parent / "fixtures" / "grading_corpus.tsv"
+# Answer pairs of classes the grader had not been written for, judged by hand before it was
+# run on them (issue 40): units to convert, times of day, Unicode, scale and number words,
+# relation symbols, sets of sets, tiny differences, degrees on a function's argument.
+FRESH_CORPUS = Path(__file__).parent / "fixtures" / "grading_corpus_fresh.tsv"
 
 CASES = [
     # (answer, ground truth, equivalent?)
@@ -147,7 +151,7 @@ def _graded_in_a_daemon(pairs, queue) -> None:
 class TestGradingPool:
     # Enough pairs for the pool to start its worker processes (MIN_PAIRS).
     PAIRS = [(answer, truth) for answer, truth, _ in CASES] * 2
-    EXPECTED = [expected for *_, expected in CASES] * 2
+    EXPECTED = [Verdict.of(expected) for *_, expected in CASES] * 2
 
     def test_worker_processes_give_the_same_verdicts(self):
         assert len(self.PAIRS) >= GradingPool.MIN_PAIRS
@@ -176,34 +180,24 @@ class TestGradingPool:
         assert processes == 1  # it fell back to grading in the daemon itself
 
 
-def _corpus() -> list[dict[str, str]]:
-    with CORPUS.open(newline="") as lines:
+def _corpus(path: Path = CORPUS) -> list[dict[str, str]]:
+    with path.open(newline="") as lines:
         return list(csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
 
 
-def test_corpus_judged_by_hand_is_graded_right_with_no_false_accept():
-    # Each row: answer, ground truth, the verdict a person gave, and the answer format. The
-    # rows after the first 706 are issue 27's answer forms: bases, precedence, percents,
-    # spaced thousands, repeating decimals, set-builder sets, vectors, equations of one curve,
-    # lists boxed one by one, plain arithmetic, power towers, each with near misses.
-    rows = _corpus()
-    assert len(rows) >= 1200
-    assert {row["verdict"] for row in rows} == {"equal", "different"}
-    misses: dict[str, list[str]] = defaultdict(list)
-    false_accepts = []
-    for row in rows:
-        verdict = is_equivalent(row["answer"], row["ground_truth"])
-        if verdict != (row["verdict"] == "equal"):
-            misses[row["category"]].append(f"{row['answer']!r} vs {row['ground_truth']!r}")
-            if verdict:
-                false_accepts.append(row)
-    missed = sum(len(m) for m in misses.values())
-    accuracy = 1 - missed / len(rows)
-    print(f"\ngrading corpus: {len(rows)} pairs, accuracy {accuracy:.2%}")
-    for category, pairs in sorted(misses.items()):
-        print(f"  {category}: {len(pairs)} missed: {'; '.join(pairs)}")
-    assert false_accepts == []
-    assert accuracy >= 0.99
+@pytest.mark.parametrize(
+    ("path", "size"), [(CORPUS, 1200), (FRESH_CORPUS, 300)], ids=["named", "fresh"]
+)
+def test_corpus_judged_by_hand_is_graded_right_with_no_false_accept(path, size):
+    # Each row: answer, ground truth, the verdict a person gave, and the answer format.
+    pairs = read_pairs(path)
+    assert len(pairs) >= size
+    assert {pair.equal for pair in pairs} == {True, False}
+    measured = measure(pairs)
+    print("\n" + measured.report(path.stem))
+    assert measured.false_accepts == []
+    assert measured.accuracy >= 0.995
+    assert measured.unsure_share <= 0.10
 
 
 def test_corpus_covers_every_answer_format():
@@ -228,8 +222,8 @@ UNENDING = [
     ("1000000!", "1000000!", True),
     ("2^{2^{40}}", "1", False),
     ("(10^{10})!", "5", False),
-    ("\\binom{1000000000}{500000000}", "5", False),
-    ("e^{e^{e^{e^{e}}}}", "1", False),
+    ("\\binom{1000000000}{500000000}", "5", None),
+    ("e^{e^{e^{e^{e}}}}", "1", None),
 ]
 
 
@@ -252,9 +246,9 @@ def test_every_unending_answer_gets_a_verdict_within_the_limit_in_a_thread():
     assert is_equivalent("\\frac{\\sqrt2}{2}", "\\frac{1}{\\sqrt{2}}") is True
 
 
-def test_a_timeout_is_logged_with_the_pair_and_counts_as_not_equal(caplog):
+def test_a_timeout_is_logged_with_the_pair_and_is_unsure(caplog):
     with caplog.at_level("WARNING", logger="labeling.grading"):
-        assert is_equivalent("\\binom{1000000000}{500000000}", "7") is False
+        assert grade("\\binom{1000000000}{500000000}", "7") is Verdict.UNSURE
     assert "took over" in caplog.text and "500000000" in caplog.text and "'7'" in caplog.text
 
 
@@ -323,3 +317,41 @@ def test_malformed_text_under_the_length_limit_is_refused_quickly(name):
     assert is_equivalent(malformed, "5") is False
     assert is_equivalent("5", malformed) is False
     assert time.monotonic() - started < 1.0
+
+
+def test_every_stage_of_the_grader_is_a_module_under_500_lines():
+    package = Path(is_equivalent.__code__.co_filename).parent
+    sizes = {path.name: len(path.read_text().splitlines()) for path in package.glob("*.py")}
+    assert len(sizes) >= 6
+    assert max(sizes.values()) < 500, sizes
+
+
+# What the grader does not read is unsure, never dropped: each of these was graded on a
+# fragment before (the relation, the unit or the word thrown away).
+UNSURE = [
+    ("x \\approx 3.14", "3.14"),  # a relation the grader does not compare
+    ("n \\equiv 3 \\pmod 5", "3"),
+    ("3 \\pmod{7}", "3"),
+    ("f \\circ g", "g \\circ f"),
+    ("\\log 100 \\text{ m}", "2"),  # a unit on a function: on its argument or its value?
+    ("3:00", "3:00 \\text{ PM}"),  # morning or afternoon
+    ("3:2", "6:4"),  # a ratio or a time of day
+    ("5 \\text{ tenths}", "5"),  # a word that changes the value, not a count noun
+    ("\\text{no solution}", "\\emptyset"),
+    ("30^\\circ", "\\frac{\\pi}{6}"),  # the same angle, in the unit the question may not want
+    ("2\\pi \\text{ m}", "200\\pi \\text{ cm}"),  # a unit conversion of a value not read exactly
+    ("x ≈ 2", "2"),  # Unicode with no reading in the vocabulary
+]
+
+
+@pytest.mark.parametrize(("answer", "truth"), UNSURE)
+def test_what_the_grader_does_not_read_is_unsure_and_stored_ungraded(answer, truth):
+    assert grade(answer, truth) is Verdict.UNSURE
+    assert grade(truth, answer) is Verdict.UNSURE
+    assert grade_answer(answer, truth) is None  # ungraded: the answer-review queue's
+
+
+def test_a_verdict_has_no_truth_value():
+    # `if verdict:` would read unsure as one of the others; the type refuses it.
+    with pytest.raises(TypeError, match="equal, not equal or unsure"):
+        bool(grade("1", "1"))
