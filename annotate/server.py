@@ -39,6 +39,8 @@ import socket
 import sys
 import time
 
+from core.processes import die_with_parent
+
 # Concurrent requests of one process (WEB_THREADS); each thread keeps its own database
 # connection.
 THREADS = 8
@@ -176,8 +178,10 @@ class Supervisor:
             self._fork()
 
     def _fork(self) -> None:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
+            die_with_parent(parent)  # a killed parent leaves no process serving alone
             # The child stops as a process does by default; the parent's handlers are its own.
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -24,6 +24,7 @@ from django.conf import settings
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from sympy.core.evalf import PrecisionExhausted
 
+from core.processes import die_with_parent
 from labeling.grading.verdict import Verdict, every
 
 # Values compared part by part once math-verify calls them equal.
@@ -240,7 +241,9 @@ class _GradingProcess:
             if self._executor is None and not self._unavailable:
                 try:
                     context = multiprocessing.get_context("fork")
-                    executor = ProcessPoolExecutor(1, mp_context=context)
+                    executor = ProcessPoolExecutor(
+                        1, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
+                    )
                 except (AssertionError, OSError) as exc:
                     logger.warning("Grading in the calling thread: no grading process (%s)", exc)
                     self._unavailable = True

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from core.answers import final_answer
+from core.processes import die_with_parent
 from labeling.grading.compare import grade
 from labeling.grading.symbolic import GRADER, warm
 from labeling.grading.verdict import Verdict
@@ -31,7 +32,8 @@ logger = logging.getLogger("labeling.grading")
 GRADING_NICENESS = 10
 
 
-def _grade_in_this_process() -> None:
+def _grade_in_this_process(parent: int) -> None:
+    die_with_parent(parent)  # a killed importer leaves no workers behind
     # A GradingPool worker grades in its main thread, where the interval timer works; a
     # process forked from it could inherit a lock some thread of the importer held.
     GRADER._unavailable = True
@@ -80,7 +82,10 @@ class GradingPool:
             warm()  # once, here: every worker forked below starts with the parser loaded
             context = multiprocessing.get_context("fork")
             self._executor = ProcessPoolExecutor(
-                self.processes, mp_context=context, initializer=_grade_in_this_process
+                self.processes,
+                mp_context=context,
+                initializer=_grade_in_this_process,
+                initargs=(os.getpid(),),
             )
         # Small chunks: most pairs take microseconds (integers), a few take a parse each.
         chunk = max(1, len(pairs) // (self.processes * 8))

@@ -40,6 +40,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from core.processes import guarded_command
+
 if TYPE_CHECKING:
     from trainer.training.dataset import BestOfNProblem, Example
     from trainer.training.ml.train import TrainResult
@@ -144,8 +146,12 @@ def train_in_process_group(
         emit({"log": f"Starting {processes} training processes ({params.distributed})."})
         with open(job_dir / LOG_FILE, "wb") as log:
             # Its own session: the group can be stopped whole, without touching the worker.
+            # Through a launcher: a worker killed outright leaves no torchrun or rank running.
             group = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                guarded_command(command),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         try:
             returncode = _follow(group, job_dir=job_dir, emit=emit, stop=stop)
