@@ -9,6 +9,7 @@ requests, workers and imports cannot break them, whatever code path they take.
 
 import hashlib
 import json
+import unicodedata
 import uuid
 
 from django.conf import settings
@@ -24,6 +25,13 @@ from core.prm800k import RATINGS
 
 def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def problem_key(text: str) -> str:
+    """A problem's identity whatever route its text came by: the digest of its NFKC form
+    with whitespace collapsed, so `x²` and `x2`, full-width digits, a non-breaking space or
+    a doubled space do not make another problem (evaluation items are never trained on)."""
+    return text_digest(" ".join(unicodedata.normalize("NFKC", text).split()))
 
 
 def solution_digest(*, steps: list[str], answer: str) -> str:

@@ -1,8 +1,10 @@
 """Evaluation sets as records: register one, evaluate a model version on it, compare versions.
 
 A researcher registers a ProcessBench file (its items stored in one step) or problems held out
-from training (their labeled solutions are the items; `held_out_problem_ids` is what the
-training dataset leaves out, through `trainer.training.gates`). After a run records a version,
+from training (their labeled solutions are the items). The problems of every set are never
+trained on, whatever route they arrive by: `evaluation_problem_keys` (matched by
+`problem_key`) is what the training dataset leaves out, through `trainer.training.gates`.
+After a run records a version,
 `trainer.pipeline` queues one evaluation per set; `run_evaluation` is the job's body: it
 scores the items, stores the figures (`trainer.evaluation.figures`) and, on the set that
 decides promotion, hands the comparison with the active version to
@@ -19,7 +21,7 @@ from django.db import IntegrityError, transaction
 from core import jobs
 from core.errors import Conflict, Invalid
 from core.jobs import JobStatus
-from labeling.models import Problem, Solution
+from labeling.models import Problem, Solution, problem_key
 from trainer.evaluation import figures, processbench
 from trainer.evaluation.figures import EvalItem
 from trainer.evaluation.models import Evaluation, EvaluationSet
@@ -113,6 +115,20 @@ def held_out_problem_ids() -> set[int]:
     )
 
 
+def evaluation_problem_keys() -> set[str]:
+    """The `problem_key` of every problem any evaluation set holds: a held-out set's
+    problems and a ProcessBench set's items. Training leaves out every example of them,
+    whatever route (an import of the same file as labels, another spelling) it came by."""
+    texts = set(
+        Problem.objects.filter(evaluation_sets__isnull=False).values_list("text", flat=True)
+    )
+    for items in EvaluationSet.objects.filter(kind=EvaluationSet.Kind.PROCESSBENCH).values_list(
+        "items", flat=True
+    ):
+        texts.update(item["problem"] for item in items or [])
+    return {problem_key(text) for text in texts}
+
+
 def promotion_set() -> EvaluationSet | None:
     return EvaluationSet.objects.filter(decides_promotion=True).first()
 
@@ -194,7 +210,7 @@ def _comparison(chosen: EvaluationSet, *, new: Evaluation, active: Evaluation | 
 def register_gates() -> None:
     """Tell training what it cannot import (the app's start, `trainer.pipeline`)."""
     gates.register(
-        held_out_problem_ids=held_out_problem_ids,
+        evaluation_problem_keys=evaluation_problem_keys,
         promotion_set=lambda: getattr(promotion_set(), "name", None),
         compare=compare,
     )

@@ -269,3 +269,35 @@ def test_the_command_registers_a_processbench_file_in_one_step(tmp_path):
         "evaluation_set", "register", "pb", "--processbench", str(pb_file(tmp_path)), stdout=out
     )
     assert "'pb': 6 items, decides promotion" in out.getvalue()
+
+
+def test_evaluation_items_are_never_trained_on_whatever_route_they_arrive_by(
+    researcher, tmp_path, broker, django_capture_on_commit_callbacks
+):
+    # Issue 41, item 7: the same problems as labels and as an evaluation set, spelled other
+    # ways (a non-breaking space, a doubled space, full-width digits), are the same problems.
+    label_demo_solutions(problems=4)
+    params = TrainingParams.from_dict({"label_source": "human"})
+    labeled = dataset.build_training_examples(params=params)
+    texts = sorted({e.problem for e in labeled})
+    assert len(texts) == 4
+    respelled = [
+        texts[0].replace(" ", "\u00a0", 1),  # a ProcessBench file holding a labeled problem
+        "  " + texts[1].replace(" ", "  ") + "\n",  # another Problem row, held out
+    ]
+    respelled = [t.translate({ord(d): 0xFF10 + int(d) for d in "0123456789"}) for t in respelled]
+    assert not set(respelled) & set(texts)
+    items = [{"problem": respelled[0], "steps": ["a step"], "label": -1}]
+    path = tmp_path / "processbench_math.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    sets.register_processbench_set(name="pb", path=path)
+    other = Problem.objects.create(text=respelled[1], answer="0")
+    sets.register_held_out_set(name="held", problem_ids=[other.pk])
+
+    kept = dataset.build_training_examples(params=params)
+    assert {e.problem for e in kept} == set(texts[2:])
+    excluded = len(labeled) - len(kept)
+    assert excluded > 0
+    run = train(user=researcher, capture=django_capture_on_commit_callbacks)
+    assert f"Left out {excluded} examples of problems an evaluation set holds" in run.log_tail
+    assert run.dataset_size == len(kept)

@@ -42,7 +42,14 @@ from django.db.models import Count, Q, QuerySet
 
 from core.prm800k import RATINGS
 from labeling import agreement
-from labeling.models import LabelingSession, Problem, Solution, StepLabel, StepRating
+from labeling.models import (
+    LabelingSession,
+    Problem,
+    Solution,
+    StepLabel,
+    StepRating,
+    problem_key,
+)
 from trainer.training import consensus, gates
 
 SESSION_CHUNK = 500
@@ -113,7 +120,25 @@ def build_examples(
 
 def build_training_examples(*, params) -> list[Example]:
     """The examples a training run's parameters (`TrainingParams`) choose: human ones (in
-    session order), then rollout ones (in solution order), or both."""
+    session order), then rollout ones (in solution order), or both; never one of a problem
+    an evaluation set holds."""
+    return without_evaluation_problems(labeled_examples(params=params))[0]
+
+
+def without_evaluation_problems(examples: list[Example]) -> tuple[list[Example], int]:
+    """`examples` less those of problems an evaluation set holds (matched by
+    `problem_key`, so another spelling of the problem is the same problem), and how many
+    were left out."""
+    held = gates.evaluation_problem_keys()
+    if not held:
+        return examples, 0
+    keys: dict[str, str] = {}
+    kept = [e for e in examples if keys.setdefault(e.problem, problem_key(e.problem)) not in held]
+    return kept, len(examples) - len(kept)
+
+
+def labeled_examples(*, params) -> list[Example]:
+    """Every example the run's parameters choose, evaluation problems included."""
     examples: list[Example] = []
     if params.label_source in ("human", "both"):
         examples += build_examples(
@@ -142,8 +167,7 @@ def build_training_examples(*, params) -> list[Example]:
             generation_min=params.generation_min,
             generation_max=params.generation_max,
         )
-    # Problems held out as an evaluation set (trainer.evaluation) are never trained on.
-    return [e for e in examples if e.problem_id not in gates.held_out_problem_ids()]
+    return examples
 
 
 def imported_examples() -> list[Example]:

@@ -28,24 +28,25 @@ class Comparison:
         return self.new is not None and self.active is not None and self.new < self.active
 
 
-_held_out: Callable[[], set[int]] = set
+_evaluation_keys: Callable[[], set[str]] = set
 _promotion_set: Callable[[], str | None] = lambda: None  # noqa: E731
 _compare: Callable[..., Comparison | None] = lambda **_: None  # noqa: E731
 
 
 def register(
     *,
-    held_out_problem_ids: Callable[[], set[int]],
+    evaluation_problem_keys: Callable[[], set[str]],
     promotion_set: Callable[[], str | None],
     compare: Callable[..., Comparison | None],
 ) -> None:
-    global _held_out, _promotion_set, _compare
-    _held_out, _promotion_set, _compare = held_out_problem_ids, promotion_set, compare
+    global _evaluation_keys, _promotion_set, _compare
+    _evaluation_keys, _promotion_set, _compare = evaluation_problem_keys, promotion_set, compare
 
 
-def held_out_problem_ids() -> set[int]:
-    """Problems of held-out evaluation sets: never trained on."""
-    return _held_out()
+def evaluation_problem_keys() -> set[str]:
+    """`labeling.models.problem_key` of every problem an evaluation set holds: never trained
+    on."""
+    return _evaluation_keys()
 
 
 def promotion_set() -> str | None:

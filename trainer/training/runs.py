@@ -346,7 +346,14 @@ def _train(run: TrainingRun, recorder: RunRecorder):
     # this disk, and a link inside PRM_MODEL_DIR may point out of it.
     base_model = resolve_base_model(params.base_model)
     snapshot_at = timezone.now()
-    examples = dataset.build_training_examples(params=params)
+    examples, excluded = dataset.without_evaluation_problems(
+        dataset.labeled_examples(params=params)
+    )
+    if excluded:
+        recorder.log(
+            f"Left out {excluded} examples of problems an evaluation set holds "
+            "(evaluation items are never trained on)."
+        )
     if not examples:
         wanted = {
             "human": "no submitted labeling session",
