@@ -17,13 +17,16 @@ A label is "used", and no longer corrected, once any of these holds (`refusal` s
 - a reviewer settled on a label of its solution (`adjudicated_at` on it or on another label of
   the same solution: the reviewer compared them as they were);
 - a model version was trained on it (`used_at`, stamped by `mark_used` when a training run
-  that read human labels records its model version).
+  that read human labels records its model version). A run reads a label being corrected as
+  it was submitted (`trainer.training.dataset`), and a correction saved after the run read
+  its data is not frozen: what a run reads is what it used.
 An export is not a use: it reads whatever is there when it runs.
 """
 
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from labeling.models import FinishReason, Labeler, LabelingSession, StepLabel, StepRating
@@ -130,11 +133,15 @@ def finish_correction(
 
 def mark_used(*, submitted_up_to: datetime, now: datetime | None = None) -> int:
     """A model version was trained on the labels submitted up to `submitted_up_to` (a training
-    run's snapshot): they are no longer corrected. Returns how many were marked."""
+    run's snapshot), as they were then: they are no longer corrected. A label whose correction
+    was saved after the snapshot is not frozen in its new form, which no run read (the version
+    the run read is in its history). Returns how many were marked."""
     now = now or timezone.now()
-    return LabelingSession.objects.filter(
-        submitted_at__lte=submitted_up_to, used_at__isnull=True
-    ).update(used_at=now)
+    return (
+        LabelingSession.objects.filter(submitted_at__lte=submitted_up_to, used_at__isnull=True)
+        .filter(Q(edited_at__isnull=True) | Q(edited_at__lte=submitted_up_to))
+        .update(used_at=now)
+    )
 
 
 def _version(session: LabelingSession) -> dict:

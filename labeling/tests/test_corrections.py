@@ -169,3 +169,40 @@ def test_pages_and_api_correct_a_label_or_say_why_not(problem, make_solution, ma
     done = api.post(reverse("api-submit", args=[session.pk]), {"finish_reason": "solution"})
     assert done.status_code == 200 and done.json()["reopened_at"] is None
     assert own(session) == [1, 1, 1, 1]
+
+
+def test_what_a_run_reads_is_what_it_used(problem, make_solution, make_labeler):
+    # Issue 41, item 8: snapshot semantics from the moment a run reads.
+    from trainer.models import TrainingRun
+    from trainer.pipeline import freeze_trained_labels
+    from trainer.training.dataset import build_examples
+
+    make_solution(problem)
+    make_solution(problem, 1)
+    ann = make_labeler("ann")
+    corrected = label(ann)
+    reopened = label(ann, ratings=(1, 1, -1), finish_reason="found_error")
+    corrections.reopen_label(session_id=reopened.pk, labeler=ann)
+    rate_step(session_id=reopened.pk, labeler=ann, step_index=2, rating=1)  # half-edited
+
+    # A run reads: the label being corrected is read as it was submitted, not half-edited.
+    read = {e.solution_id: e.labels for e in build_examples() if e.solution_id}
+    assert read[reopened.solution_id] == [1, 1, -1]
+    run = TrainingRun.objects.create(params={"label_source": "human"}, snapshot_at=timezone.now())
+
+    # After it read, before its model version is recorded, a correction is saved.
+    corrections.reopen_label(session_id=corrected.pk, labeler=ann)
+    rate_step(session_id=corrected.pk, labeler=ann, step_index=3, rating=0)
+    submit_session(session_id=corrected.pk, labeler=ann, finish_reason="solution")
+    freeze_trained_labels(run_id=run.pk)
+
+    # The corrected label was not read in its new form: it is not frozen in it.
+    corrected.refresh_from_db()
+    assert corrected.used_at is None
+    corrections.reopen_label(session_id=corrected.pk, labeler=ann)
+    # The one being corrected was read as submitted: that version is used, and cancelling
+    # the correction puts it back.
+    reopened.refresh_from_db()
+    assert reopened.used_at is not None
+    corrections.cancel_correction(session_id=reopened.pk, labeler=ann)
+    assert own(reopened) == [1, 1, -1]

@@ -409,7 +409,31 @@ def _step_labels(session_ids: list[int]) -> dict[int, list[_Step]]:
         .values_list("step_id", "completion_index", "text", "rating")
     ):
         steps[step_id].ratings.append((completion, text, rating))
+    # A label being corrected is read as it was submitted, never half-edited: its rows hold
+    # the correction in progress, and the version it replaces is the one in use.
+    for session_id, extra in LabelingSession.objects.filter(
+        pk__in=session_ids, reopened_at__isnull=False
+    ).values_list("pk", "extra"):
+        history = (extra or {}).get("corrections") or []
+        if history and "previous" in history[-1]:
+            by_session[session_id] = _submitted_steps(history[-1]["previous"])
     return by_session
+
+
+def _submitted_steps(version: dict) -> list[_Step]:
+    """The steps of a label's version kept by `labeling.services.corrections`."""
+    return [
+        _Step(
+            index=step["index"],
+            chosen=step["chosen_completion"],
+            human=step["human_completion"],
+            ratings=[
+                (rating["completion_index"], rating["text"], rating["rating"])
+                for rating in sorted(step["ratings"], key=lambda r: r["completion_index"])
+            ],
+        )
+        for step in sorted(version["steps"], key=lambda step: step["index"])
+    ]
 
 
 def _own_rating(step: _Step, own_text: str | None) -> tuple[int | None, int | None]:
