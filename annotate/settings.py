@@ -270,8 +270,16 @@ IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(1024
 IMPORT_GRADING_PROCESSES = int(
     os.environ.get("IMPORT_GRADING_PROCESSES") or len(os.sched_getaffinity(0))
 )
-# Seconds one final-answer verdict may take, whoever asks; longer counts as "not equal".
+# Seconds one final-answer verdict may take, whoever asks; longer is "unsure" (ungraded).
 GRADING_TIME_LIMIT_SECONDS = float(os.environ.get("GRADING_TIME_LIMIT_SECONDS") or 2)
+
+# Queued or running jobs one person may have of each kind (judge runs, sampling runs, imports);
+# a further request is refused with a 429 until one ends. 0: no limit.
+LIVE_JOBS_PER_PERSON = int(os.environ.get("LIVE_JOBS_PER_PERSON") or 4)
+# Search input (the data filters' `q`: every word is one more substring match over every
+# problem's text): at most this many words and characters, refused with a 400 past them.
+SEARCH_MAX_WORDS = int(os.environ.get("SEARCH_MAX_WORDS") or 12)
+SEARCH_MAX_CHARS = int(os.environ.get("SEARCH_MAX_CHARS") or 300)
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(20 * 1024**2)))
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 # The limit is checked against Content-Length before the body is read, then while it streams.

@@ -39,6 +39,10 @@ class TooLarge(DomainError):
     """The request carries more than the configured limit."""
 
 
+class TooMany(DomainError):
+    """The caller already has as many of these as one person may (live jobs); wait for one."""
+
+
 class Unavailable(DomainError):
     """A service the request needs (the task broker) cannot be reached; nothing was done."""
 
@@ -48,6 +52,7 @@ HTTP_STATUS: tuple[tuple[type[DomainError], int], ...] = (
     (NotAllowed, 403),
     (NotFound, 404),
     (TooLarge, 413),
+    (TooMany, 429),
     (Unavailable, 503),
     (Conflict, 409),
     (Invalid, 400),

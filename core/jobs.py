@@ -35,7 +35,7 @@ from django.db import OperationalError, close_old_connections, connection, model
 from django.db.models import Q
 from django.utils import timezone
 
-from core.errors import Conflict, DomainError
+from core.errors import Conflict, DomainError, TooMany
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,28 @@ FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 class JobRefused(Conflict):
     """A cancel (or another move) the job's status does not allow."""
+
+
+class TooManyLiveJobs(TooMany):
+    """A person asked for another job of a kind while `LIVE_JOBS_PER_PERSON` of theirs are live."""
+
+
+def refuse_past_live_limit(*, model: type["Job"], user) -> None:
+    """Refuse a person's new job of this kind while as many of theirs as one person may have
+    are queued or running (LIVE_JOBS_PER_PERSON): one person's hundred judge runs would hold
+    every worker and the generator. Jobs the schedule or a command starts (no user) are not
+    counted against anyone. Racing requests may overshoot by one each; the limit is a fairness
+    bound, not a lock."""
+    limit = settings.LIVE_JOBS_PER_PERSON
+    if user is None or not getattr(user, "pk", None) or limit <= 0:
+        return
+    live = model.objects.filter(requested_by=user, status__in=LIVE).count()
+    if live >= limit:
+        raise TooManyLiveJobs(
+            f"You have {live} {model._meta.verbose_name_plural} queued or running, as many as "
+            f"one person may (LIVE_JOBS_PER_PERSON = {limit}); wait for one to finish or "
+            "cancel one."
+        )
 
 
 class JobOrigin(models.TextChoices):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from urllib.parse import urlencode
 
 from django import forms
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, Q, QuerySet
 
@@ -47,6 +48,14 @@ class DataFilters(Params):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.q is not None:
+            # Checked before any query: each word is a substring scan of every problem.
+            if len(self.q) > settings.SEARCH_MAX_CHARS:
+                raise refused(
+                    InvalidFilter, "q", f"q: at most {settings.SEARCH_MAX_CHARS} characters."
+                )
+            if len(self.q.split()) > settings.SEARCH_MAX_WORDS:
+                raise refused(InvalidFilter, "q", f"q: at most {settings.SEARCH_MAX_WORDS} words.")
         if self.prm_min is not None and self.prm_max is not None and self.prm_min > self.prm_max:
             raise InvalidFilter("The PRM score range is empty: its start is above its end.")
 

@@ -176,6 +176,7 @@ def create_import_job(
     """Check an upload and publish it to the artifact store, then queue its import; a refused
     upload leaves nothing, and a store that cannot be reached (`Unavailable`) leaves no job."""
     fail_stale_import_jobs(older_than=jobs.stale_cutoff())
+    jobs.refuse_past_live_limit(model=ImportJob, user=user)
     if kind not in IMPORTERS:
         raise UploadRefused(f"unknown kind {kind!r}; one of {', '.join(IMPORTERS)}")
     name = Path(file_name or "upload.jsonl").name

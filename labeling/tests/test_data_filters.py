@@ -133,6 +133,21 @@ def test_a_bad_filter_is_refused_beside_its_field(researcher, data):
     assert "PRM score range is empty" in response.content.decode()
 
 
+def test_a_search_past_its_words_or_length_is_refused_before_any_query(
+    researcher, data, settings, django_assert_max_num_queries
+):
+    # Issue 41, item 10: each word of a search is one more scan of every problem's text.
+    settings.SEARCH_MAX_WORDS, settings.SEARCH_MAX_CHARS = 3, 40
+    kept = shown(researcher, "solution-list", {"q": "apples apples apples"})
+    assert kept == {data["right"].pk, data["wrong"].pk}
+    api = researcher.get("/api/solutions/", {"q": " ".join(["apples"] * 4)})
+    assert api.status_code == 400 and "at most 3 words" in api.content.decode()
+    with django_assert_max_num_queries(12):  # the session and the user, never the search
+        page = researcher.get(reverse("problem-list"), {"q": "a" * 20_000})
+    assert page.status_code == 400 and "at most 40 characters" in page.content.decode()
+    assert len(page.content) < 200_000  # the refusal does not echo the search
+
+
 def test_pages_of_fifty_keep_the_filters(researcher, data):
     problem = data["apples"]
     for n in range(60):

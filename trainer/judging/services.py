@@ -128,6 +128,7 @@ def request_judge_run(
         )
     ids = _solution_ids(solution_ids)
     mark_stale_judge_runs_failed(older_than=jobs.stale_cutoff())
+    jobs.refuse_past_live_limit(model=JudgeRun, user=user)
     with transaction.atomic():
         run = JudgeRun.objects.create(
             requested_by=user,

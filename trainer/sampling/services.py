@@ -196,6 +196,7 @@ def request_sampling_run(
         then_select = dict(then_select)
 
     mark_stale_sampling_runs_failed(older_than=jobs.stale_cutoff())
+    jobs.refuse_past_live_limit(model=SamplingRun, user=user)
     with transaction.atomic():
         run = SamplingRun.objects.create(
             purpose=purpose,
