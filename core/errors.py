@@ -5,14 +5,18 @@ refusal is a `Conflict`, a bad training parameter `Invalid`, a broker that is do
 `Unavailable`. The shells map the kind to a status here and nowhere else:
 `api_exception_handler` (DRF's EXCEPTION_HANDLER) for /api/, `DomainErrorMiddleware` for pages.
 A view may still catch a refusal to show it as a message on the page it redirects to; the
-status a refusal gets is decided here.
+status a refusal gets is decided here. A constraint the database refuses (IntegrityError:
+a race past the service's check) is a refusal too, a 409 (`refusal`).
 """
 
+import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from django.http import HttpRequest, HttpResponse
     from rest_framework.response import Response
+
+logger = logging.getLogger(__name__)
 
 
 class DomainError(Exception):
@@ -63,6 +67,30 @@ def http_status(exc: DomainError) -> int:
     return next((status for kind, status in HTTP_STATUS if isinstance(exc, kind)), 400)
 
 
+# A unique or check constraint the database refused: two requests raced past the service's
+# own check (or there was none), and the loser must hear "try again", never see a 500. The
+# constraint's name and row stay in the log: they describe the schema, not the request.
+CONSTRAINT_CONFLICT = (
+    "This conflicts with a record saved at the same moment (another request won the race). "
+    "Reload and try again."
+)
+
+
+def refusal(exc: Exception) -> tuple[int, str] | None:
+    """The status and sentence both shells answer `exc` with; None: not a refusal (a 500).
+
+    The one mapping of the app: the API's handler and the pages' middleware both ask here.
+    """
+    from django.db import IntegrityError
+
+    if isinstance(exc, DomainError):
+        return http_status(exc), str(exc)
+    if isinstance(exc, IntegrityError):
+        logger.warning("a constraint refused a write, answered 409: %s", exc)
+        return 409, CONSTRAINT_CONFLICT
+    return None
+
+
 # The shells' imports stay inside them: services (and the torch side, through
 # trainer.training.params) import the kinds above without Django being configured.
 
@@ -71,11 +99,16 @@ def api_exception_handler(exc: Exception, context: dict) -> "Response | None":
     from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, Throttled
     from rest_framework.response import Response
     from rest_framework.views import exception_handler as drf_exception_handler
+    from rest_framework.views import set_rollback
 
     from core.throttling import AnonRateThrottle  # the API's own (settings)
 
-    if isinstance(exc, DomainError):
-        return Response({"detail": str(exc)}, status=http_status(exc))
+    refused = refusal(exc)
+    if refused is not None:
+        # A refused statement leaves an atomic request's transaction unusable: roll it back
+        # as DRF does for its own exceptions.
+        set_rollback()
+        return Response({"detail": refused[1]}, status=refused[0])
     if isinstance(exc, AuthenticationFailed | NotAuthenticated):
         # DRF checks throttles after authentication and permissions, so a 401 was never
         # counted: guessing tokens cost nothing. Each one counts against the client's address
@@ -88,7 +121,8 @@ def api_exception_handler(exc: Exception, context: dict) -> "Response | None":
 
 
 class DomainErrorMiddleware:
-    """A refusal raised out of a page view: the message with its status, never a 500.
+    """A refusal raised out of a page view (a domain error or a constraint the database
+    refused, `refusal`): the message with its status, never a 500.
 
     An htmx request gets the sentence as plain text (the page shows it in place); any other
     gets the error page with the site's navigation.
@@ -104,9 +138,10 @@ class DomainErrorMiddleware:
         from django.http import HttpResponse
         from django.shortcuts import render
 
-        if not isinstance(exc, DomainError):
+        refused = refusal(exc)
+        if refused is None:
             return None
-        status = http_status(exc)
+        status, message = refused
         if getattr(request, "htmx", False):
-            return HttpResponse(str(exc), status=status, content_type="text/plain; charset=utf-8")
-        return render(request, "error.html", {"message": str(exc), "status": status}, status=status)
+            return HttpResponse(message, status=status, content_type="text/plain; charset=utf-8")
+        return render(request, "error.html", {"message": message, "status": status}, status=status)

@@ -1,5 +1,8 @@
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import admin as auth_admin
+from django.contrib.auth import forms as auth_forms
+from django.contrib.auth import get_user_model
 
 from core.permissions import can_export_labels
 from labeling import mathtext, quality
@@ -15,6 +18,7 @@ from labeling.models import (
     StepLabel,
     StepRating,
 )
+from labeling.services import usernames
 from labeling.services.labelers import get_or_create_labeler
 
 admin.site.site_header = "stepwise administration"
@@ -200,3 +204,36 @@ class GuidelineAdmin(admin.ModelAdmin):
     form = GuidelineForm
     list_display = ("title", "updated_at")
     search_fields = ("title", "body")
+
+
+class _RefuseLookalikeUsername:
+    """Both user forms: a username that reads as another user's is a form error."""
+
+    def clean_username(self):
+        parent = getattr(super(), "clean_username", None)
+        username = parent() if parent is not None else self.cleaned_data.get("username")
+        if not username:
+            return username
+        existing = usernames.lookalike_of(username=username, user_pk=self.instance.pk)
+        if existing is not None:
+            raise forms.ValidationError(
+                usernames.refusal_message(username=username, existing=existing)
+            )
+        return username
+
+
+class UserCreationForm(_RefuseLookalikeUsername, auth_forms.AdminUserCreationForm):
+    pass
+
+
+class UserChangeForm(_RefuseLookalikeUsername, auth_forms.UserChangeForm):
+    pass
+
+
+admin.site.unregister(get_user_model())
+
+
+@admin.register(get_user_model())
+class UserAdmin(auth_admin.UserAdmin):
+    form = UserChangeForm
+    add_form = UserCreationForm

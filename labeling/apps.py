@@ -8,8 +8,12 @@ class LabelingConfig(AppConfig):
 
     def ready(self) -> None:
         from core.roles import sync_role_groups_after_migrate
+        from labeling.services.usernames import connect_username_identity
         from labeling.services.workbench import recount_after_delete
         from labeling.tokens import connect_token_revocation
+
+        # A username that reads as an existing user's is refused on every path (core.usernames).
+        connect_username_identity()
 
         # A password change, a deactivation or a change of role ends the user's API tokens.
         connect_token_revocation()

@@ -337,6 +337,22 @@ class Labeler(models.Model):
         return str(self.uuid)
 
 
+class UsernameSkeleton(models.Model):
+    """Every user's username identity (core.usernames): unique, so look-alike names racing in
+    through two requests cannot both be saved (labeling.services.usernames keeps it)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="username_skeleton",
+    )
+    skeleton = models.CharField(max_length=600, unique=True)
+
+    def __str__(self) -> str:
+        return self.skeleton
+
+
 class FinishReason(models.TextChoices):
     FOUND_ERROR = "found_error", "Found an error"
     SOLUTION = "solution", "Reached the solution"
