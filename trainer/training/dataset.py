@@ -1,5 +1,8 @@
 """Training examples from submitted labeling sessions.
 
+Over 500 lines on purpose: every label source (human, rollout, imported, consensus) is read
+through the same session and step readers here, so that each source's examples come out alike.
+
 Each labeled solution gives one example: its problem, the solution's steps up to and including
 the first -1 (the paper supervises up to the first error), and the rating of each. A solution
 labeled by several labelers gives the label `labeling.agreement.training_label` settles on.
