@@ -276,11 +276,23 @@ GRADING_TIME_LIMIT_SECONDS = float(os.environ.get("GRADING_TIME_LIMIT_SECONDS") 
 # Queued or running jobs one person may have of each kind (judge runs, sampling runs, imports);
 # a further request is refused with a 429 until one ends. 0: no limit.
 LIVE_JOBS_PER_PERSON = int(os.environ.get("LIVE_JOBS_PER_PERSON") or 4)
+# Live (unexpired) API tokens one person may hold; one more is refused with a 409 until one is
+# revoked or expires. The token page and GET /api/tokens/ list at most this many.
+API_TOKENS_PER_USER = int(os.environ.get("API_TOKENS_PER_USER") or 20)
 # Search input (the data filters' `q`: every word is one more substring match over every
 # problem's text): at most this many words and characters, refused with a 400 past them.
 SEARCH_MAX_WORDS = int(os.environ.get("SEARCH_MAX_WORDS") or 12)
 SEARCH_MAX_CHARS = int(os.environ.get("SEARCH_MAX_CHARS") or 300)
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(20 * 1024**2)))
+# Items of one JSON array in a request body or an uploaded line (core/strictjson.py), refused
+# with a 400 while parsing; also the most ids one list field of the API takes (core/idlists.py).
+# The largest honest array is a run's ids (judge and sampling runs take 10,000) or a bulk POST of
+# problems or solutions; more than that is an upload (POST /api/imports/).
+MAX_JSON_ARRAY_ITEMS = int(os.environ.get("MAX_JSON_ARRAY_ITEMS") or 10_000)
+# Bytes of one line of an uploaded file (core/strictjson.py `bounded_lines`): a longer line is
+# refused with FILE:LINE once this many are read. 128 steps of 20,000 characters, the most a
+# scored solution holds, are about 2.5 MB.
+MAX_UPLOAD_LINE_BYTES = int(os.environ.get("MAX_UPLOAD_LINE_BYTES") or 4 * 1024**2)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 # The limit is checked against Content-Length before the body is read, then while it streams.
 FILE_UPLOAD_HANDLERS = [

@@ -7,12 +7,20 @@ integer (a ValueError deep in the parser), a body nested 100,000 deep (a Recursi
 duplicate keys (the last silently wins), and strings with NUL or an unpaired surrogate
 (which PostgreSQL refuses, in text and jsonb alike). `loads` refuses each of them with an
 `InvalidJSON` that names the problem; callers add where it was (FILE:LINE, or the request).
+It also refuses an array of more than MAX_JSON_ARRAY_ITEMS items while parsing it, so a body
+of a million ids costs the first few thousand, not a parse and a check of every one.
+
+`bounded_lines` is the one line reader of uploaded files: a line longer than
+MAX_UPLOAD_LINE_BYTES is refused after that many bytes, never read whole into memory.
 """
 
 import json
+import json.decoder
+import json.scanner
 import math
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -90,6 +98,55 @@ _DECODER = json.JSONDecoder(
 )
 
 
+class _TooManyItems(Exception):
+    """An array past the limit: raised from inside the parse to stop it there."""
+
+
+def _bounded_decoder(limit: int) -> json.JSONDecoder:
+    """A decoder whose arrays stop at `limit` items. It runs the pure-Python scanner (the C
+    one has no hook per array item, only per number and object), with the same hooks as
+    _DECODER; strings are still read by C code."""
+    decoder = json.JSONDecoder(
+        parse_constant=_constant, parse_int=_int, parse_float=_float, object_pairs_hook=_object
+    )
+
+    def bounded_array(s_and_end, scan_once, **kwargs):
+        count = 0
+
+        def counted(string: str, idx: int):
+            nonlocal count
+            count += 1
+            if count > limit:
+                raise _TooManyItems
+            return scan_once(string, idx)
+
+        return json.decoder.JSONArray(s_and_end, counted, **kwargs)
+
+    decoder.parse_array = bounded_array
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)
+    return decoder
+
+
+_BOUNDED: dict[int, json.JSONDecoder] = {}
+
+
+def _decode(text: str) -> Any:
+    limit = settings.MAX_JSON_ARRAY_ITEMS
+    # An array of limit + 1 items holds `limit` commas: a text with fewer (nearly every one)
+    # takes the C decoder; only the rest pay for the Python scanner that counts items.
+    if text.count(",") < limit:
+        return _DECODER.decode(text)
+    if limit not in _BOUNDED:
+        _BOUNDED[limit] = _bounded_decoder(limit)
+    try:
+        return _BOUNDED[limit].decode(text)
+    except _TooManyItems:
+        # Names the limit, never the items: the refusal of a million ids stays one line.
+        raise InvalidJSON(
+            f"an array of more than {limit:,} items (MAX_JSON_ARRAY_ITEMS); send fewer per request"
+        ) from None
+
+
 def _where(text: str, exc: json.JSONDecodeError) -> str:
     """Where the parse stopped, as a reader of that text would say it: a line of a JSONL file
     read with its newline stopped "at line 2" when it only ended too soon."""
@@ -103,7 +160,7 @@ def _where(text: str, exc: json.JSONDecodeError) -> str:
 def loads(text: str) -> Any:
     """Parse one JSON text strictly; raise InvalidJSON naming what is refused."""
     try:
-        value = _DECODER.decode(text)
+        value = _decode(text)
     except json.JSONDecodeError as exc:
         raise InvalidJSON(f"not valid JSON ({exc.msg} {_where(text, exc)})") from None
     except RecursionError:  # deeper than the interpreter's limit, so deeper than MAX_DEPTH
@@ -170,3 +227,28 @@ class UploadLimitHandler(FileUploadHandler):
 
     def _message(self) -> str:
         return f"the file is larger than the upload limit ({self.limit:,} bytes)"
+
+
+class LineTooLong(Invalid, ValueError):
+    """A line over MAX_UPLOAD_LINE_BYTES; str() says so, callers add FILE:LINE."""
+
+
+def bounded_lines(handle: IO[bytes], *, limit: int | None = None) -> Iterator[bytes]:
+    """The lines of a binary file, each with its newline, refusing one longer than `limit`
+    bytes (MAX_UPLOAD_LINE_BYTES) once that many are read: iterating the file itself reads a
+    whole line, so one 120 MB line would be held (and decoded, and parsed) in the web process.
+    """
+    limit = settings.MAX_UPLOAD_LINE_BYTES if limit is None else limit
+    while raw := handle.readline(limit + 1):
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            raise LineTooLong(f"a line longer than {limit:,} bytes (MAX_UPLOAD_LINE_BYTES)")
+        yield raw
+
+
+def count_lines(handle: IO[bytes], *, chunk_bytes: int = 1024**2) -> int:
+    """Lines of a binary file (a last one without a newline counts), read in chunks."""
+    count, last = 0, b"\n"
+    while chunk := handle.read(chunk_bytes):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count + (last != b"\n")

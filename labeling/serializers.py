@@ -5,6 +5,7 @@ from knox.models import AuthToken
 from rest_framework import serializers
 
 from core import prm800k, rules
+from core.idlists import id_list_field
 from core.params import describe
 from core.permissions import can_view_quality
 from generators import PROPOSAL_SETTINGS, GeneratorSpec, SamplingSettings
@@ -424,7 +425,7 @@ class HumanCompletionSerializer(ItemRequestSerializer):
 class LiveGenerationCreateSerializer(serializers.Serializer):
     """Valid data holds the generator's spec and the sampling settings, checked."""
 
-    problems = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1)
+    problems = id_list_field(min_length=1)
     generator = serializers.DictField(
         required=False,
         help_text="backend, model, base_url; left out: the configured generator "

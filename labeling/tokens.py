@@ -5,6 +5,7 @@ roles)."""
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
@@ -16,6 +17,8 @@ from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from knox.models import AuthToken
 from rest_framework.exceptions import AuthenticationFailed
 
+from core.errors import Conflict
+
 
 @dataclass
 class NewToken:
@@ -24,10 +27,27 @@ class NewToken:
     expiry: datetime | None
 
 
-def api_tokens(*, user) -> QuerySet[AuthToken]:
-    """The user's tokens that still work, newest first."""
+class TooManyTokens(Conflict):
+    """The user holds API_TOKENS_PER_USER live tokens already.
+
+    A 409, not a 429: waiting does not help (a token may never expire) and a client that
+    backs off and retries would retry forever; revoking one is what changes the answer.
+    """
+
+
+def _live_tokens(*, user) -> QuerySet[AuthToken]:
     live = Q(expiry__isnull=True) | Q(expiry__gt=timezone.now())
-    return AuthToken.objects.filter(live, user=user).order_by("-created")
+    return AuthToken.objects.filter(live, user=user)
+
+
+def api_tokens(*, user) -> QuerySet[AuthToken]:
+    """The user's tokens that still work, newest first: at most API_TOKENS_PER_USER, which
+    creating keeps them to (a lowered setting leaves the oldest unlisted, still working)."""
+    return _live_tokens(user=user).order_by("-created")[: settings.API_TOKENS_PER_USER]
+
+
+def live_token_count(*, user) -> int:
+    return _live_tokens(user=user).count()
 
 
 def create_api_token(
@@ -44,7 +64,16 @@ def create_api_token(
     bound = getattr(created_with, "expiry", None)
     if bound is not None and (expiry is None or expiry > bound):
         expiry = bound
+    cap = settings.API_TOKENS_PER_USER
     with transaction.atomic():
+        # The user's row, locked: two requests at once must not both pass the count.
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+        AuthToken.objects.filter(user=user, expiry__lte=now).delete()  # dead: no longer count
+        if _live_tokens(user=user).count() >= cap:
+            raise TooManyTokens(
+                f"You hold {cap} API tokens, the most one person may (API_TOKENS_PER_USER). "
+                "Revoke one you no longer use, then create another."
+            )
         instance, token = AuthToken.objects.create(user=user, expiry=None)
         if expiry is not None:
             # An exact time: knox would add a time to live to its own, later, `now`.

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from core import prm800k
-from core.errors import Invalid
+from core.errors import Invalid, http_status
 from core.nostore import no_store
 from core.permissions import (
     ADMIN,
@@ -401,23 +401,34 @@ def guidelines(request: HttpRequest) -> HttpResponse:
 @login_required
 def api_token_page(request: HttpRequest) -> HttpResponse:
     """Create and revoke my API tokens; a new token is shown once, here, and never again."""
-    new_token = None
+    new_token, status = None, 200
     if request.method == "POST":
         if "revoke" in request.POST:
             tokens.revoke_api_token(user=request.user, token_key=request.POST["revoke"])
             return redirect("api-token-page")
         form = ApiTokenForm(request.POST)
         if form.is_valid():
-            new_token = tokens.create_api_token(
-                user=request.user, expires_in_days=form.cleaned_data["expires_in_days"]
-            )
-            form = ApiTokenForm()
+            try:
+                new_token = tokens.create_api_token(
+                    user=request.user, expires_in_days=form.cleaned_data["expires_in_days"]
+                )
+                form = ApiTokenForm()
+            except tokens.TooManyTokens as exc:  # shown on the form, beside the list to revoke
+                form.add_error(None, str(exc))
+                status = http_status(exc)
     else:
         form = ApiTokenForm()
+    listed = tokens.api_tokens(user=request.user)
     return render(
         request,
         "labeling/api_tokens.html",
-        {"form": form, "new_token": new_token, "tokens": tokens.api_tokens(user=request.user)},
+        {
+            "form": form,
+            "new_token": new_token,
+            "tokens": listed,
+            "unlisted": tokens.live_token_count(user=request.user) - len(listed),
+        },
+        status=status,
     )
 
 

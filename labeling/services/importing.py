@@ -86,38 +86,43 @@ class ImportResult:
 
 def _count_lines(path: Path) -> int:
     with path.open("rb") as f:
-        return sum(1 for _ in f)
+        return strictjson.count_lines(f)
 
 
 def read_jsonl(*, path: Path, name: str, progress: bool = True) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line, failing with FILE:LINE.
 
-    Lines are strict JSON (core/strictjson.py), as request bodies are.
+    Lines are strict JSON (core/strictjson.py), as request bodies are, and at most
+    MAX_UPLOAD_LINE_BYTES long: a longer one is refused before it is read whole.
     """
     total = _count_lines(path)
     with path.open("rb") as f:
         lines = tqdm(
-            f,
+            strictjson.bounded_lines(f),
             total=total,
             desc=f"importing {name}",
             unit=" lines",
             file=sys.stderr,
             disable=not progress or total < PROGRESS_MIN_LINES,
         )
-        for number, raw in enumerate(lines, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ImportFailed(f"{name}:{number}: not UTF-8 ({exc.reason})") from None
-            if not text.strip():
-                continue
-            try:
-                obj = strictjson.loads(text)
-            except strictjson.InvalidJSON as exc:
-                raise ImportFailed(f"{name}:{number}: {exc}") from None
-            if not isinstance(obj, dict):
-                raise ImportFailed(f"{name}:{number}: expected a JSON object")
-            yield number, obj
+        number = 0
+        try:
+            for number, raw in enumerate(lines, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ImportFailed(f"{name}:{number}: not UTF-8 ({exc.reason})") from None
+                if not text.strip():
+                    continue
+                try:
+                    obj = strictjson.loads(text)
+                except strictjson.InvalidJSON as exc:
+                    raise ImportFailed(f"{name}:{number}: {exc}") from None
+                if not isinstance(obj, dict):
+                    raise ImportFailed(f"{name}:{number}: expected a JSON object")
+                yield number, obj
+        except strictjson.LineTooLong as exc:  # raised reading the line after `number`
+            raise ImportFailed(f"{name}:{number + 1}: {exc}") from None
 
 
 def batched(items: Iterable, size: int) -> Iterator[list]:

@@ -5,12 +5,13 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.viewsets import ReadOnlyModelViewSet
 
 from core.permissions import IsResearcher
+from core.strictjson import StrictJSONParser
 from trainer import pipeline
 from trainer.evaluation import serializers as s
 from trainer.evaluation import sets, uploads
@@ -22,7 +23,8 @@ class EvaluationSetViewSet(ReadOnlyModelViewSet):
 
     serializer_class = s.EvaluationSetSerializer
     permission_classes = [IsResearcher]
-    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    # The strict reader, as everywhere else: DRF's own JSONParser takes NaN and any array.
+    parser_classes = [MultiPartParser, FormParser, StrictJSONParser]
 
     def get_queryset(self) -> QuerySet[EvaluationSet]:
         return sets.evaluation_sets()

@@ -2,6 +2,7 @@
 
 from rest_framework import serializers
 
+from core.idlists import id_list_field
 from trainer.evaluation.models import Evaluation, EvaluationSet
 
 
@@ -25,7 +26,7 @@ class EvaluationSetRequestSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=128)
     file = serializers.FileField(required=False)
-    problems = serializers.ListField(child=serializers.IntegerField(), required=False)
+    problems = id_list_field(required=False)
     decides_promotion = serializers.BooleanField(required=False, default=False)
 
     def validate(self, data):

@@ -4,6 +4,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import jobs
+from core.idlists import id_list_field
 from core.params import describe, names, params_from_data, serializer_fields
 from generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
 from trainer.judging import services as judging
@@ -61,11 +62,7 @@ class JudgeRunRequestSerializer(serializers.Serializer):
     """Which solutions to judge, by which generator (the configured one when left out), with
     which sampling settings, in which format (JudgeParams' fields, at the top level)."""
 
-    solution_ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=judging.MAX_ID),
-        min_length=1,
-        max_length=judging.MAX_ITEMS,
-    )
+    solution_ids = id_list_field(min_length=1)
     generator = serializers.DictField(
         required=False,
         help_text="backend (openai|local), model, base_url; left out: GENERATOR_MODEL.",

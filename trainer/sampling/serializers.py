@@ -4,11 +4,11 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import jobs
+from core.idlists import id_list_field
 from core.params import describe, params_from_data, serializer_fields
 from generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbound
 from trainer.sampling.models import SamplingRun
 from trainer.sampling.services import (
-    MAX_ID,
     MAX_ITEMS,
     RolloutParams,
     problem_ids_matching,
@@ -78,19 +78,11 @@ class SamplingRunRequestSerializer(serializers.Serializer):
     generator (the configured one when left out) and how."""
 
     purpose = serializers.ChoiceField(choices=SamplingRun.Purpose.choices, default="solutions")
-    problem_ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
-        required=False,
-        max_length=MAX_ITEMS,
-    )
+    problem_ids = id_list_field(required=False)
     problems = ProblemFilterSerializer(
         required=False, help_text="Choose problems by filter (when problem_ids is left out)."
     )
-    solution_ids = serializers.ListField(
-        child=serializers.IntegerField(min_value=1, max_value=MAX_ID),
-        required=False,
-        max_length=MAX_ITEMS,
-    )
+    solution_ids = id_list_field(required=False)
     samples = serializers.IntegerField(
         min_value=1, help_text="Solutions per problem (1..1024), or rollouts per step (1..64)."
     )
