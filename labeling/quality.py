@@ -9,8 +9,6 @@ Agreement is measured only on submitted sessions whose solution has gold ratings
   half-way says nothing about where the first error is.
 - *per step*: of the steps both the labeler and gold rated, the share rated the same.
   Every submitted session counts here, including given-up ones.
-A label counts as first submitted: a correction (`labeling.services.corrections`, open to
-quality-control labels as to any other, so that nothing tells them apart) is not measured.
 """
 
 from collections import defaultdict
@@ -33,7 +31,6 @@ from labeling.models import (
     Solution,
     StepRating,
 )
-from labeling.services import corrections
 
 COMPLETE = (FinishReason.FOUND_ERROR, FinishReason.SOLUTION)
 QUALITY_CONTROL = "quality_control"
@@ -215,17 +212,12 @@ def gold_agreement_by_labeler(*, labeler_ids: list[int] | None = None) -> dict[i
         rated[session_id][index] = rating
 
     result: dict[int, Agreement] = defaultdict(Agreement)
-    for session_id, labeler_id, finish_reason, gold, extra in sessions.values_list(
-        "pk", "labeler_id", "finish_reason", "solution__gold_ratings", "extra"
+    for session_id, labeler_id, finish_reason, gold in sessions.values_list(
+        "pk", "labeler_id", "finish_reason", "solution__gold_ratings"
     ):
         agreement = result[labeler_id]
         agreement.sessions += 1
         mine = rated.get(session_id, {})
-        # A corrected (or reopened) label counts as first submitted: gold measures the first
-        # try, and a correction, open to every label alike, changes nothing here.
-        first = corrections.first_submitted(extra)
-        if first is not None:
-            finish_reason, mine = first
         if finish_reason in COMPLETE:
             agreement.exact_total += 1
             agreement.exact_agreed += first_error(mine) == first_error(gold)

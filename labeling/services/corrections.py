@@ -9,14 +9,9 @@ and `Solution.labels_submitted` does not change. What it was is kept: `reopen_la
 submitted version in `extra["corrections"]`; `cancel_correction` puts it back; saving the
 correction stamps `edited_at` and keeps the version it replaced in that history.
 
-Quality control stays blind after the fact (issue 41): a quality-control or screening label is
-corrected as any other, under the same rules and with the same answers, since a refusal of its
-own would tell the labeler which of their labels were gold. What quality control measures is
-the label as first submitted (`first_submitted`, read by `labeling.quality`): a second try
-after seeing one's agreement measures nothing, and changes nothing there either.
-
-A label is "used", and no longer corrected, once any of these holds (`refusal` says which;
-none of them reads the gold marks):
+A label is "used", and no longer corrected, once any of these holds (`refusal` says which):
+- it is a quality-control or screening label (compared with a reference label: a second try
+  after seeing one's agreement would measure nothing);
 - it was built live (phase 1), step by step with the generator;
 - it reported the problem bad (the report is with the reviewers);
 - a reviewer settled on a label of its solution (`adjudicated_at` on it or on another label of
@@ -39,14 +34,14 @@ from labeling.services.sessions import LabelingRefused, locked_session
 
 
 def refusal(session: LabelingSession, *, settled: bool | None = None) -> str | None:
-    """Why the labeler may not correct this submitted label now; None: they may. Shown to
-    the labeler, so it never reads the gold marks (`is_quality_control`, `is_screening`, a
-    gold queue): labeling/tests/test_blind_after_the_fact.py.
+    """Why the labeler may not correct this submitted label now; None: they may.
 
     `settled`: whether a label of its solution was chosen by a reviewer (read here when not
     given; `labeling.selectors.my_labels` reads it with the list)."""
     if not session.is_submitted:
         return "This label is not submitted yet: finish it in the workbench."
+    if session.is_quality_control or session.is_screening:
+        return "A quality-control label is compared with the reference label: it is not corrected."
     if session.queue == "live":
         return "A live label was built step by step with the generator: it is not reopened."
     if session.finish_reason == FinishReason.BAD_PROBLEM:
@@ -61,23 +56,6 @@ def refusal(session: LabelingSession, *, settled: bool | None = None) -> str | N
             "stays as it was used."
         )
     return None
-
-
-def first_submitted(extra: dict | None) -> tuple[str, dict[int, int]] | None:
-    """The ending and own-step ratings (step index -> rating) of a label as first submitted,
-    from its correction history (`extra`); None when it was never reopened (the label as
-    stored is the one submitted)."""
-    history = (extra or {}).get("corrections") or []
-    if not history:
-        return None
-    first = history[0]["previous"]
-    ratings = {
-        step["index"]: rating["rating"]
-        for step in first["steps"]
-        for rating in step["ratings"]
-        if rating["completion_index"] == 0 and rating["rating"] is not None
-    }
-    return first["finish_reason"], ratings
 
 
 def is_settled(session: LabelingSession) -> bool:

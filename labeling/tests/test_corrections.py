@@ -103,8 +103,8 @@ def test_a_used_label_is_not_reopened_and_says_why(problem, make_solution, make_
     trained, settled = label(ann), label(bob)
     assert trained.solution_id == settled.solution_id == solution.pk
 
-    # A quality-control label is corrected as any other: a refusal would tell it apart.
-    assert corrections.refusal(qc_label) is None
+    with pytest.raises(LabelingRefused, match="quality-control"):
+        corrections.reopen_label(session_id=qc_label.pk, labeler=ann)
     overlap.adjudicate(solution_id=solution.pk, session_id=settled.pk, by=None)
     # Settling on bob's label ends corrections of ann's label of the same solution too.
     with pytest.raises(LabelingRefused, match="reviewer settled"):
