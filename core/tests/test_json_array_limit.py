@@ -42,22 +42,24 @@ def test_a_million_ids_is_refused_while_parsing(admin_api, where):
     path = where.split()[0]
     body = json.dumps(BODIES[where])
 
-    started = time.perf_counter()
+    # CPU seconds, not wall time: a busy machine must not fail it. Before, 5 s of CPU.
+    started = time.process_time()
     response = admin_api.post(path, body, content_type="application/json")
-    took = time.perf_counter() - started
+    took = time.process_time() - started
 
     assert response.status_code == 400, response.content[:300]
-    assert took < 0.5, f"{took:.2f} s"
+    assert took < 1.0, f"{took:.2f} s"
     assert len(response.content) < 300
     assert b"10,000 items" in response.content and b"MAX_JSON_ARRAY_ITEMS" in response.content
     assert b"123456" not in response.content  # no id echoed
 
 
 def test_the_parse_stops_at_the_limit_not_the_end():
-    started = time.perf_counter()
+    text = json.dumps({"ids": [[], MILLION_IDS]})
+    started = time.process_time()  # CPU seconds: the parse of 10,001 items, not a million
     with pytest.raises(strictjson.InvalidJSON, match="more than 10,000 items"):
-        strictjson.loads(json.dumps({"ids": [[], MILLION_IDS]}))
-    assert time.perf_counter() - started < 0.2
+        strictjson.loads(text)
+    assert time.process_time() - started < 0.5
 
 
 @override_settings(MAX_JSON_ARRAY_ITEMS=3)
