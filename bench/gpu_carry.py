@@ -72,6 +72,12 @@ WHEELS = [
     "math-verify==0.9.0",
     "latex2sympy2_extended==1.11.0",
     "antlr4-python3-runtime==4.13.2",
+    # The grader's units (pint) and the username skeleton (confusable-homoglyphs).
+    "pint==0.25.3",
+    "flexcache==0.3",
+    "flexparser==0.4",
+    "platformdirs==4.14.8",
+    "confusable-homoglyphs==3.3.1",
     "gguf==0.19.0",
     "pytest-django==4.14.0",
 ]
