@@ -266,6 +266,15 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
 
 # Uploads: a PRM800K file is large but finite; anything bigger is refused before it is read.
 IMPORT_MAX_UPLOAD_BYTES = int(os.environ.get("IMPORT_MAX_UPLOAD_BYTES", str(1024**3)))
+# A Parquet upload is compressed: its footer's rows and uncompressed bytes are checked against
+# these before its pages are read, and counted again while they are. The defaults hold the
+# largest public sets with room to spare: a 100k-line PRM800K import, Math-Shepherd's about 445k
+# rows. Arrow's form of a row is smaller than its JSON line (no keys, quotes or escapes), so
+# twice the upload limit holds anything that would have been accepted as a JSONL upload.
+IMPORT_MAX_ROWS = int(os.environ.get("IMPORT_MAX_ROWS") or 1_000_000)
+IMPORT_MAX_EXPANDED_BYTES = int(
+    os.environ.get("IMPORT_MAX_EXPANDED_BYTES") or 2 * IMPORT_MAX_UPLOAD_BYTES
+)
 # Processes that grade final answers during an import (LaTeX parsing is pure Python).
 IMPORT_GRADING_PROCESSES = int(
     os.environ.get("IMPORT_GRADING_PROCESSES") or len(os.sched_getaffinity(0))

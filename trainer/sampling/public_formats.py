@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from labeling.services.importing import ImportFailed, line_failure, read_jsonl
 
 FORMATS = ("processbench", "prmbench", "trl")
@@ -142,17 +144,70 @@ def is_parquet(path: Path) -> bool:
         return f.read(4) == b"PAR1"
 
 
+def _parquet_failure(name: str, row: int, exc: Exception) -> ImportFailed:
+    """A broken Parquet file as the uploader's problem (a 400), never a crash (a 500)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return line_failure(name, row, f"a text is not UTF-8 ({exc.reason})")
+    return line_failure(name, row, f"corrupt Parquet data ({str(exc)[:200]})")
+
+
+def check_parquet_footer(metadata, *, name: str) -> None:
+    """Refuse a Parquet file whose footer declares more rows or more uncompressed bytes than
+    an import may hold, before any of its pages is read (they are compressed: a small file
+    on the wire can expand to far more than IMPORT_MAX_UPLOAD_BYTES)."""
+    max_rows, max_bytes = settings.IMPORT_MAX_ROWS, settings.IMPORT_MAX_EXPANDED_BYTES
+    if metadata.num_rows > max_rows:
+        raise ImportFailed(
+            f"{name}: the file declares {metadata.num_rows:,} rows, more than the limit "
+            f"of {max_rows:,} (IMPORT_MAX_ROWS)"
+        )
+    declared = 0
+    for i in range(metadata.num_row_groups):
+        group = metadata.row_group(i)
+        # Both sizes are the writer's word; take the larger so that neither one understating
+        # the data lets it through (reading counts again, for a footer that lies in both).
+        columns = sum(group.column(j).total_uncompressed_size for j in range(group.num_columns))
+        declared += max(group.total_byte_size, columns)
+    if declared > max_bytes:
+        raise ImportFailed(
+            f"{name}: the file expands to {declared:,} bytes, more than the limit of "
+            f"{max_bytes:,} (IMPORT_MAX_EXPANDED_BYTES)"
+        )
+
+
 def read_parquet(*, path: Path, name: str) -> Iterator[tuple[int, dict]]:
-    """Yield (row number from 1, row as a dict) in batches, failing with FILE:ROW."""
+    """Yield (row number from 1, row as a dict) in batches, failing with FILE:ROW.
+
+    The one reader of Parquet, uploads and commands alike: its footer is checked against the
+    import limits before the data is read, and the rows and bytes actually decoded are
+    counted against the same limits, so a footer that understates them is stopped too.
+    """
+    import pyarrow as pa
     import pyarrow.parquet as pq  # only imports that read Parquet pay for pyarrow
 
     try:
         table = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a broken file
         raise ImportFailed(f"{name}: not a Parquet file ({exc})") from None
-    number = 0
-    for batch in table.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-        for row in batch.to_pylist():
+    check_parquet_footer(table.metadata, name=name)
+    max_rows, max_bytes = settings.IMPORT_MAX_ROWS, settings.IMPORT_MAX_EXPANDED_BYTES
+    number = expanded = 0
+    batches = table.iter_batches(batch_size=PARQUET_BATCH_ROWS)
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            expanded += batch.nbytes
+            if number + batch.num_rows > max_rows or expanded > max_bytes:
+                raise ImportFailed(
+                    f"{name}:{number + 1}: the file holds more than its footer declares, past "
+                    f"the limit of {max_rows:,} rows or {max_bytes:,} bytes"
+                )
+            rows = batch.to_pylist()  # Python objects only for a batch within the limits
+        except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: bad UTF-8 too
+            raise _parquet_failure(name, number + 1, exc) from None
+        for row in rows:
             number += 1
             yield number, row
 
