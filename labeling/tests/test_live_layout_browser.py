@@ -138,3 +138,36 @@ def test_after_the_first_step_the_next_proposals_are_there_when_the_labeler_is(
     waited = time.monotonic() - started
     assert page.locator("#live-pending").count() == 0
     assert waited < 1.5, f"waited {waited:.1f} s for step 2's proposals"
+
+
+def test_keys_typed_into_the_write_box_stay_there_when_an_answer_swaps_the_step_in(
+    page, live_server, live_generation
+):
+    # Every proposal rated -1, the labeler changes a rating with the mouse and clicks into the
+    # write box before the answer comes back: the answer replaces the step while the box is
+    # focused and still empty. The new box keeps the focus, so what the labeler types next is
+    # their step, not rating keys ("1" would be a -1).
+    page.goto(f"{live_server.url}/label/")
+    proposals = page.locator("#live-steps .proposals > li")
+    expect(proposals).to_have_count(3)
+    for _ in range(3):
+        page.keyboard.press("1")
+    box = page.locator("#human-completion")
+    expect(box).to_be_visible()
+    held = []
+
+    def hold(route):
+        held.append(route)
+
+    page.route("**/live/rate/", hold)
+    proposals.first.get_by_role("button", name="-1 bad").click()
+    while not held:
+        page.wait_for_timeout(20)
+    box.focus()
+    held.pop().continue_()
+    page.unroute("**/live/rate/", hold)
+    expect(page.locator("#rating-status")).to_have_text("Proposal 1 rated -1.")
+    page.keyboard.type("1 more than")
+    expect(box).to_have_value("1 more than")
+    expect(box).to_be_focused()
+    expect(page.locator("#rating-status")).to_have_text("Proposal 1 rated -1.")

@@ -79,15 +79,21 @@
     const steps = doc.getElementById("live-steps");
     const bench = doc.getElementById("workbench");
     if (steps && !bench) {
-      // A step being written survives the swap of an answer that came back meanwhile.
+      // A step being written survives the swap of an answer that came back meanwhile: its
+      // text, and the focus and caret even while it is still empty, or the next keys typed
+      // would land on the page and rate proposals.
       const box = document.getElementById("human-completion");
-      const draft = box && box.value ? { step: section().dataset.step, text: box.value,
-                                         focused: document.activeElement === box } : null;
+      const draft = box ? { step: section().dataset.step, text: box.value,
+                            focused: document.activeElement === box,
+                            start: box.selectionStart, end: box.selectionEnd } : null;
       section().replaceWith(steps);
       const next = document.getElementById("human-completion");
       if (draft && next && steps.dataset.step === draft.step) {
         next.value = draft.text;
-        if (draft.focused) next.focus();
+        if (draft.focused) {
+          next.focus();
+          next.setSelectionRange(draft.start, draft.end);
+        }
       }
       if (window.htmx) window.htmx.process(steps);
     } else if (bench) {
