@@ -198,13 +198,38 @@ class Agreement:
         return self.steps_agreed / self.steps_total if self.steps_total else None
 
 
-def gold_agreement_by_labeler(*, labeler_ids: list[int] | None = None) -> dict[int, Agreement]:
-    """Labeler id -> agreement with gold, for labelers with at least one gold session."""
+def _first_submitted(extra: dict | None) -> tuple[str, dict[int, int]] | None:
+    """(finish reason, step index -> rating) of a corrected label as first submitted, from
+    the versions `labeling.services.corrections` keeps; None for a label never reopened."""
+    history = (extra or {}).get("corrections") or []
+    first = history[0].get("previous") if history else None
+    if first is None:
+        return None
+    rated = {
+        step["index"]: rating["rating"]
+        for step in first["steps"]
+        for rating in step["ratings"]
+        if rating["completion_index"] == 0 and rating["rating"] is not None
+    }
+    return first["finish_reason"], rated
+
+
+def gold_agreement_by_labeler(
+    *, labeler_ids: list[int] | None = None, submitted_before: datetime | None = None
+) -> dict[int, Agreement]:
+    """Labeler id -> agreement with gold, for labelers with at least one gold session.
+
+    A corrected label counts as first submitted: a labeler may correct any label (which ones
+    are gold stays blind), and a second try would measure nothing. `submitted_before`: only
+    the labels submitted before then (a labeler's own figure, so that it does not move the
+    moment a gold label is submitted and give it away)."""
     sessions = LabelingSession.objects.filter(
         submitted_at__isnull=False, solution__gold_ratings__isnull=False
     )
     if labeler_ids is not None:
         sessions = sessions.filter(labeler_id__in=labeler_ids)
+    if submitted_before is not None:
+        sessions = sessions.filter(submitted_at__lt=submitted_before)
     rated: dict[int, dict[int, int]] = defaultdict(dict)
     for session_id, index, rating in StepRating.objects.filter(
         step__session__in=sessions, completion_index=0, rating__isnull=False
@@ -212,12 +237,14 @@ def gold_agreement_by_labeler(*, labeler_ids: list[int] | None = None) -> dict[i
         rated[session_id][index] = rating
 
     result: dict[int, Agreement] = defaultdict(Agreement)
-    for session_id, labeler_id, finish_reason, gold in sessions.values_list(
-        "pk", "labeler_id", "finish_reason", "solution__gold_ratings"
+    for session_id, labeler_id, finish_reason, gold, extra in sessions.values_list(
+        "pk", "labeler_id", "finish_reason", "solution__gold_ratings", "extra"
     ):
         agreement = result[labeler_id]
         agreement.sessions += 1
         mine = rated.get(session_id, {})
+        if first := _first_submitted(extra):
+            finish_reason, mine = first
         if finish_reason in COMPLETE:
             agreement.exact_total += 1
             agreement.exact_agreed += first_error(mine) == first_error(gold)
@@ -267,8 +294,11 @@ class LabelerFigures:
         return self.solutions / self.days_active if self.days_active else None
 
 
-def labeler_figures(*, labeler_ids: list[int] | None = None) -> list[LabelerFigures]:
-    """Counts, agreement with gold and throughput of each labeler, in UUID order.
+def labeler_figures(
+    *, labeler_ids: list[int] | None = None, gold_submitted_before: datetime | None = None
+) -> list[LabelerFigures]:
+    """Counts, agreement with gold and throughput of each labeler, in UUID order; agreement
+    over the gold labels submitted before `gold_submitted_before` when given.
 
     Never in username order: a list of pseudonyms sorted by name would tell whoever knows the
     usernames which UUID is whose.
@@ -314,7 +344,10 @@ def labeler_figures(*, labeler_ids: list[int] | None = None) -> list[LabelerFigu
     ):
         if labeler_id in figures:
             figures[labeler_id].steps = steps
-    for labeler_id, agreement in gold_agreement_by_labeler(labeler_ids=labeler_ids).items():
+    agreements = gold_agreement_by_labeler(
+        labeler_ids=labeler_ids, submitted_before=gold_submitted_before
+    )
+    for labeler_id, agreement in agreements.items():
         if labeler_id in figures:
             figures[labeler_id].agreement = agreement
     return list(figures.values())
@@ -327,14 +360,19 @@ class Today:
     time_ms: int  # time on task of those sessions
 
 
+def start_of_today(now: datetime | None = None) -> datetime:
+    """Midnight today in the site's time zone."""
+    now = now or timezone.now()
+    return timezone.make_aware(datetime.combine(timezone.localdate(now), time.min))
+
+
 def today_progress(*, labeler: Labeler, now: datetime | None = None) -> Today:
     """The labeler's work today (in the site's time zone).
 
     Ratings carry no timestamp of their own: a session counts for today when it was
     submitted today or is still open and was last touched today.
     """
-    now = now or timezone.now()
-    start = timezone.make_aware(datetime.combine(timezone.localdate(now), time.min))
+    start = start_of_today(now)
     today = LabelingSession.objects.filter(labeler=labeler).filter(
         Q(submitted_at__gte=start)
         | Q(submitted_at__isnull=True, abandoned_at__isnull=True, last_activity_at__gte=start)

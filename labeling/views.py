@@ -48,7 +48,11 @@ def home(request: HttpRequest) -> HttpResponse:
     labeler = Labeler.objects.filter(user=request.user).first()
     if labeler is not None:
         context["today"] = quality.today_progress(labeler=labeler)
-        context["me"] = quality.labeler_figures(labeler_ids=[labeler.pk])[0]
+        # Agreement with gold as of midnight: a figure that moved the moment a label was
+        # submitted would tell the labeler that label was gold (issue 41, item 11).
+        context["me"] = quality.labeler_figures(
+            labeler_ids=[labeler.pk], gold_submitted_before=quality.start_of_today()
+        )[0]
         context["queue_left"] = selectors.queue_left(labeler=labeler)
         context["queue_left_more"] = context["queue_left"] >= selectors.QUEUE_LEFT_AT_MOST
     if can_view_quality(request.user):

@@ -9,9 +9,13 @@ and `Solution.labels_submitted` does not change. What it was is kept: `reopen_la
 submitted version in `extra["corrections"]`; `cancel_correction` puts it back; saving the
 correction stamps `edited_at` and keeps the version it replaced in that history.
 
+Quality control stays blind after the fact (issue 41, item 11): a quality-control or
+screening label is corrected like any other, so the labels list, a label's page and a
+correction's answer are the same for it as for the labeler's other labels. Agreement with
+gold reads it as first submitted (`labeling.quality.gold_agreement_by_labeler`): a second try
+after seeing one's agreement would measure nothing.
+
 A label is "used", and no longer corrected, once any of these holds (`refusal` says which):
-- it is a quality-control or screening label (compared with a reference label: a second try
-  after seeing one's agreement would measure nothing);
 - it was built live (phase 1), step by step with the generator;
 - it reported the problem bad (the report is with the reviewers);
 - a reviewer settled on a label of its solution (`adjudicated_at` on it or on another label of
@@ -40,8 +44,6 @@ def refusal(session: LabelingSession, *, settled: bool | None = None) -> str | N
     given; `labeling.selectors.my_labels` reads it with the list)."""
     if not session.is_submitted:
         return "This label is not submitted yet: finish it in the workbench."
-    if session.is_quality_control or session.is_screening:
-        return "A quality-control label is compared with the reference label: it is not corrected."
     if session.queue == "live":
         return "A live label was built step by step with the generator: it is not reopened."
     if session.finish_reason == FinishReason.BAD_PROBLEM:

@@ -1,6 +1,8 @@
 """A labeler corrects a label they submitted, until it is used (issue 30, point 5): in the
 workbench, under its rules, the label still counted as submitted, the version it replaced kept."""
 
+import re
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -103,8 +105,6 @@ def test_a_used_label_is_not_reopened_and_says_why(problem, make_solution, make_
     trained, settled = label(ann), label(bob)
     assert trained.solution_id == settled.solution_id == solution.pk
 
-    with pytest.raises(LabelingRefused, match="quality-control"):
-        corrections.reopen_label(session_id=qc_label.pk, labeler=ann)
     overlap.adjudicate(solution_id=solution.pk, session_id=settled.pk, by=None)
     # Settling on bob's label ends corrections of ann's label of the same solution too.
     with pytest.raises(LabelingRefused, match="reviewer settled"):
@@ -206,3 +206,53 @@ def test_what_a_run_reads_is_what_it_used(problem, make_solution, make_labeler):
     assert reopened.used_at is not None
     corrections.cancel_correction(session_id=reopened.pk, labeler=ann)
     assert own(reopened) == [1, 1, -1]
+
+
+def _blind(text: str) -> str:
+    """A page as the labeler reads it, its numbers (ids, times) and tokens made alike."""
+    return re.sub(r"\d+", "#", re.sub(r"[A-Za-z0-9+/_-]{20,}", "token", text))
+
+
+def test_quality_control_stays_blind_after_the_fact(problem, make_solution, make_labeler, client):
+    # Two labels of the same steps, one of them gold: the labels list, each label's page, the
+    # correction's answers (page and API) and the agreement on the home page say nothing that
+    # tells them apart (issue 41, item 11).
+    make_solution(problem, 1, is_quality_control=True, gold_ratings=[1, 1, 1, 1])
+    make_solution(problem, 2)  # the same steps but for their number
+    ann = make_labeler("ann")
+    gold, plain = label(ann), label(ann)
+    assert gold.is_quality_control and not plain.is_quality_control
+    client.force_login(ann.user)
+    api = APIClient()
+    api.force_authenticate(ann.user)
+
+    listed = client.get(reverse("my-labels")).content.decode()
+    rows = re.findall(r"<tr[^>]*>.*?</tr>", listed, re.S)
+    mine = [
+        row
+        for row in rows
+        if f"/labels/mine/{gold.pk}/" in row or f"/labels/mine/{plain.pk}/" in row
+    ]
+    assert len(mine) == 2 and _blind(mine[0]) == _blind(mine[1])
+    pages = [client.get(reverse("my-label", args=[s.pk])).content.decode() for s in (gold, plain)]
+    assert _blind(pages[0]) == _blind(pages[1])
+    for session in (gold, plain):
+        answer = client.post(reverse("my-label-correct", args=[session.pk]))
+        assert answer.status_code == 302
+        assert answer.url == reverse("label-session", args=[session.pk])
+    workbenches = [client.get(reverse("label-session", args=[s.pk])) for s in (gold, plain)]
+    assert _blind(workbenches[0].content.decode()) == _blind(workbenches[1].content.decode())
+    apis = [api.post(reverse("api-correct", args=[s.pk])) for s in (gold, plain)]
+    assert [a.status_code for a in apis] == [200, 200]
+    assert _blind(str(apis[0].json())) == _blind(str(apis[1].json()))
+    for seen in (listed, *pages, str(apis[0].json())):
+        assert not re.search(r"quality|screening|gold|reference", seen, re.I)
+
+    # The gold label corrected to -1 on its last step: agreement reads it as first submitted.
+    client.post(reverse("label-rate", args=[gold.pk]), {"step_index": 3, "rating": -1})
+    client.post(reverse("label-submit", args=[gold.pk]), {"finish_reason": "solution"})
+    assert own(gold) == [1, 1, 1, -1]
+    from labeling import quality
+
+    (agreement,) = quality.gold_agreement_by_labeler(labeler_ids=[ann.pk]).values()
+    assert (agreement.exact_agreed, agreement.steps_agreed) == (1, 4)

@@ -167,7 +167,11 @@ def test_landing_page_shows_my_progress_today_totals_and_agreement(
     ann = make_labeler("ann")
     gold = make_solution(problem, 1, gold=[1, 1, -1], is_quality_control=True)
     now = timezone.now()
-    label(ann, gold, [1, 1, -1], total_time=120_000, when=now)
+    # Agreement with gold is as of midnight: today's gold label (rated otherwise than gold)
+    # does not move it, so it cannot tell the labeler which of today's labels was gold.
+    label(ann, gold, [1, -1], total_time=120_000, when=now)
+    earlier = make_solution(problem, 6, gold=[1, 1, -1], is_quality_control=True)
+    label(ann, earlier, [1, 1, -1], total_time=0, when=now - timedelta(days=2))
     label(ann, make_solution(problem, 2), [1, 1, 1, 1], total_time=180_000, when=now)
     # Yesterday's work counts in the totals, not today.
     label(ann, make_solution(problem, 3), [-1], total_time=60_000, when=now - timedelta(days=1))
@@ -183,13 +187,14 @@ def test_landing_page_shows_my_progress_today_totals_and_agreement(
     response = client.get(reverse("home"))
     assert response.status_code == 200
     today = response.context["today"]
-    assert (today.solutions, today.steps, today.time_ms) == (2, 8, 360_000)
+    assert (today.solutions, today.steps, today.time_ms) == (2, 7, 360_000)
     page = response.content.decode()
     assert '<strong data-figure="today-solutions">2</strong>' in page
-    assert '<strong data-figure="today-steps">8</strong>' in page
+    assert '<strong data-figure="today-steps">7</strong>' in page
     assert '<strong data-figure="today-time">6 min</strong>' in page
-    assert '<strong data-figure="total-solutions">3</strong>' in page
+    assert '<strong data-figure="total-solutions">4</strong>' in page
     assert '<strong data-figure="exact-agreement">100%</strong>' in page
+    assert response.context["me"].agreement.exact_total == 1
     assert f'href="{reverse("label-next")}"' in page and "Start labeling" in page
     # Annotators see labeling pages only: no link to the quality page.
     assert reverse("quality") not in page
@@ -199,7 +204,7 @@ def test_landing_page_links_researchers_to_the_quality_page(client, make_user):
     client.force_login(make_user("rita", role="researcher"))
     page = client.get(reverse("home")).content.decode()
     assert f'href="{reverse("quality")}"' in page
-    assert "No quality-control solutions labeled yet" in page
+    assert "No quality-control solutions among your labels before today" in page
 
 
 # --- the quality page and deactivation -------------------------------------------------------
