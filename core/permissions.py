@@ -1,6 +1,8 @@
 """Roles, checked in one place. Roles are Django groups created by a migration."""
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -47,6 +49,13 @@ def can_export_labels(user: AbstractBaseUser | AnonymousUser) -> bool:
 
 def can_view_quality(user: AbstractBaseUser | AnonymousUser) -> bool:
     return has_role(user, RESEARCHER, ADMIN)
+
+
+def require_researcher(request: HttpRequest, *, refusal: str) -> None:
+    """For a researcher's page: refused (403, saying `refusal`) to anyone but researchers and
+    admins."""
+    if not has_role(request.user, RESEARCHER, ADMIN):
+        raise PermissionDenied(refusal)
 
 
 def can_review_problem_reports(user: AbstractBaseUser | AnonymousUser) -> bool:

@@ -2,6 +2,8 @@
 filters (labeling/filters.py) in its URL and paginated, and the PRM800K export of what the
 filters keep, with its count and first lines before the download."""
 
+from functools import partial
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
@@ -9,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from core.nostore import no_store
-from core.permissions import can_export_labels, can_view_quality
+from core.permissions import can_export_labels, require_researcher
 from labeling import filters
 from labeling.filters import FilterForm
 from labeling.forms import ExportForm
@@ -18,9 +20,9 @@ from labeling.services import filtered_export
 ROWS_PER_PAGE = 50
 
 
-def _require_researcher(request: HttpRequest) -> None:
-    if not can_view_quality(request.user):
-        raise PermissionDenied("Annotators see problems only while labeling them.")
+_require_researcher = partial(
+    require_researcher, refusal="Annotators see problems only while labeling them."
+)
 
 
 def _listing(request: HttpRequest, *, template: str, rows_of, order: tuple[str, ...]):

@@ -7,11 +7,11 @@ A refusal on a form page is shown on that page, with the status core.errors give
 """
 
 from datetime import datetime
+from functools import partial
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse
@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 
 from core import job_views
 from core.errors import DomainError, http_status
-from core.permissions import ADMIN, RESEARCHER, can_manage_labelers, has_role
+from core.permissions import can_manage_labelers, require_researcher
 from labeling import agreement
 from labeling.models import Generation, Solution
 from labeling.services import overlap
@@ -34,10 +34,7 @@ from trainer.selection import progress as generation_progress
 from trainer.training import charts, consensus, model_versions, runs, selectors
 from trainer.training.params import CONSENSUS_SOURCES, InvalidParams, TrainingParams
 
-
-def _require_researcher(request: HttpRequest) -> None:
-    if not has_role(request.user, RESEARCHER, ADMIN):
-        raise PermissionDenied("Training is for researchers and admins.")
+_require_researcher = partial(require_researcher, refusal="Training is for researchers and admins.")
 
 
 def _run_or_404(run_id: int) -> TrainingRun:

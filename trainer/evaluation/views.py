@@ -2,9 +2,10 @@
 (its figures on every set beside the baselines and the active version's, activation; each
 evaluation's progress, cancel and evaluate-again)."""
 
+from functools import partial
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -12,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from core import job_views
 from core.errors import DomainError, http_status
-from core.permissions import ADMIN, RESEARCHER, has_role
+from core.permissions import require_researcher
 from trainer import pipeline
 from trainer.evaluation import figures, sets, uploads
 from trainer.evaluation.forms import EvaluationSetForm
@@ -21,10 +22,9 @@ from trainer.models import ModelVersion
 from trainer.training import model_versions
 from trainer.training.selectors import active_model_version
 
-
-def _require_researcher(request: HttpRequest) -> None:
-    if not has_role(request.user, RESEARCHER, ADMIN):
-        raise PermissionDenied("Evaluation is for researchers and admins.")
+_require_researcher = partial(
+    require_researcher, refusal="Evaluation is for researchers and admins."
+)
 
 
 @login_required

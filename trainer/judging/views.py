@@ -4,16 +4,17 @@ per solution, download them.
 A refusal on the form page is shown on that page, with the status core.errors gives its kind.
 """
 
+from functools import partial
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from core import job_views
 from core.errors import DomainError, http_status
-from core.permissions import ADMIN, RESEARCHER, has_role
+from core.permissions import require_researcher
 from generators import outbound
 from trainer.judging import services as judging
 from trainer.judging.api import export_response
@@ -23,9 +24,7 @@ from trainer.judging.models import JudgeRun
 SOLUTIONS_SHOWN = 50
 
 
-def _require_researcher(request: HttpRequest) -> None:
-    if not has_role(request.user, RESEARCHER, ADMIN):
-        raise PermissionDenied("Judging is for researchers and admins.")
+_require_researcher = partial(require_researcher, refusal="Judging is for researchers and admins.")
 
 
 def _recent_runs() -> list[JudgeRun]:

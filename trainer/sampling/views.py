@@ -3,16 +3,17 @@
 A refusal on the form page is shown on that page, with the status core.errors gives its kind.
 """
 
+from functools import partial
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from core import job_views
 from core.errors import DomainError, http_status
-from core.permissions import ADMIN, RESEARCHER, has_role
+from core.permissions import require_researcher
 from generators import outbound
 from trainer.sampling import services as sampling
 from trainer.sampling.forms import SamplingRunForm
@@ -22,9 +23,7 @@ from trainer.sampling.selectors import search_agreement
 SOLUTIONS_SHOWN = 50
 
 
-def _require_researcher(request: HttpRequest) -> None:
-    if not has_role(request.user, RESEARCHER, ADMIN):
-        raise PermissionDenied("Sampling is for researchers and admins.")
+_require_researcher = partial(require_researcher, refusal="Sampling is for researchers and admins.")
 
 
 def _recent_runs() -> list[SamplingRun]:
