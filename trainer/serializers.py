@@ -96,7 +96,8 @@ class ModelVersionSerializer(serializers.ModelSerializer):
     class Meta:
         model = ModelVersion
         fields = ["id", "name", "checkpoint", "metrics", "training_run", "is_active"]
-        fields += ["promoted_at", "created_at", "scoring", "evaluations", "compared_with_active"]
+        fields += ["promoted_at", "promotion", "created_at", "scoring", "evaluations"]
+        fields += ["compared_with_active"]
         read_only_fields = fields
 
     @extend_schema_field(EvaluationSerializer(many=True))

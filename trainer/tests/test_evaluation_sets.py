@@ -113,10 +113,14 @@ def test_a_processbench_file_registered_on_the_page_evaluates_every_new_version(
 
     page = client.get(reverse("model-detail", args=[version.pk])).content.decode()
     assert "ProcessBench GSM8K" in page and "First-error F1" in page
+    version.refresh_from_db()
+    assert version.promotion.startswith(("promoted", "not promoted"))  # decided after it
+    assert f"<strong>Promotion:</strong> {version.promotion}" in page
     assert "95% interval" in page and "no error" in page and "first step" in page
     assert f"{f1['low']:.3f} – {f1['high']:.3f}" in page
 
     api = client.get(f"/api/model-versions/{version.pk}/").json()
+    assert api["promotion"] == version.promotion
     [shown] = api["evaluations"]
     assert shown["evaluation_set"] == "ProcessBench GSM8K"
     assert shown["results"]["figures"]["step_auroc"]["baselines"]["random"] == 0.5
@@ -166,6 +170,9 @@ def test_a_version_is_promoted_only_beyond_the_active_ones_interval(
     else:
         assert "promoted: step_auroc 0.9000 on evaluation set pb is above old's" in run.log_tail
         assert pipeline.SCORE_TASK in broker  # the promoted version rescores the pool
+    # The decision is the version's own, not only the last line of a log (issue 43, item 7).
+    assert run.model_version.promotion in run.log_tail
+    assert run.model_version.promotion.startswith("promoted" if promoted else "not promoted")
 
 
 def test_a_version_at_the_baseline_of_its_held_out_slice_is_not_promoted(researcher):
@@ -176,6 +183,8 @@ def test_a_version_at_the_baseline_of_its_held_out_slice_is_not_promoted(researc
     )
     assert not version.is_active
     assert "not promoted" in reason and "at or below random scoring 0.5000" in reason
+    version.refresh_from_db()
+    assert version.promotion == reason
 
 
 def test_a_version_at_the_baseline_of_the_evaluation_set_is_not_promoted(tmp_path):
@@ -301,3 +310,17 @@ def test_evaluation_items_are_never_trained_on_whatever_route_they_arrive_by(
     run = train(user=researcher, capture=django_capture_on_commit_callbacks)
     assert f"Left out {excluded} examples of problems an evaluation set holds" in run.log_tail
     assert run.dataset_size == len(kept)
+
+
+def test_the_evaluate_command_prints_the_promotion_it_decided(tmp_path):
+    # A version waiting for its evaluation on the promotion set, evaluated by the command: the
+    # command says what that decided (issue 46, item 5), as the version's page does.
+    sets.register_processbench_set(name="pb", path=pb_file(tmp_path))
+    run = TrainingRun.objects.create(status="succeeded")
+    version = trained_version(tmp_path, "new", training_run=run)
+    out = io.StringIO()
+    call_command("evaluation_set", "evaluate", "--model-version", str(version.pk), stdout=out)
+    version.refresh_from_db()
+    assert version.promotion.startswith(("promoted: no model was active", "not promoted: its"))
+    assert "on evaluation set pb" in version.promotion
+    assert out.getvalue().splitlines()[-1] == f"new: {version.promotion}"

@@ -329,6 +329,8 @@ def test_the_train_prm_command_records_a_foreground_run(labeled, model_dir):
     assert run.status == "succeeded" and run.requested_by is None
     assert run.params["epochs"] == 1 and run.worker_hostname.startswith("manage.py@")
     assert f"training run {run.pk} succeeded" in out.getvalue()
+    # It says the promotion decision as recorded, not a guess from is_active (issue 46.5).
+    assert run.model_version.promotion and f"({run.model_version.promotion})" in out.getvalue()
     assert (checkpoints.local_dir(run.model_version) / "prm.json").is_file()
 
     with pytest.raises(CommandError, match="epochs must be at least 1"):

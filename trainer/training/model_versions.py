@@ -79,6 +79,8 @@ def record_model_version(
     notes = _below_baselines(metrics)
     if notes:
         reason += " (held-out slice: " + "; ".join(notes) + ")"
+    version.promotion = reason[:1000]
+    version.save(update_fields=["promotion"])
     return version, reason
 
 
@@ -142,6 +144,8 @@ def promote_after_evaluation(*, model_version_id: int, comparison: Comparison) -
             return False, f"{version} was already promoted"
         active = active_model_version()
         promote, reason = promotion_verdict(comparison, active=active)
+        version.promotion = reason[:1000]
+        version.save(update_fields=["promotion"])
         if promote:
             _activate(version)
             transaction.on_commit(
@@ -218,6 +222,8 @@ def activate_model_version(*, model_version_id: int, confirm: bool = False) -> M
             locks.hold(ACTIVATION_LOCK)
             version = ModelVersion.objects.select_for_update().get(pk=model_version_id)
             if not version.is_active:
+                version.promotion = "activated by hand"
+                version.save(update_fields=["promotion"])
                 _activate(version)
                 transaction.on_commit(
                     partial(

@@ -78,6 +78,9 @@ class ModelVersion(models.Model):
     )
     is_active = models.BooleanField(default=False)
     promoted_at = models.DateTimeField(null=True, blank=True)
+    # The last promotion decision in a sentence: promoted and why, why not, or what it waits
+    # for (an evaluation on the promotion set). Pages, API and commands say it as it is here.
+    promotion = models.CharField(max_length=1000, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

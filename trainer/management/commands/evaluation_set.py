@@ -71,3 +71,5 @@ class Command(BaseCommand):
             self.stdout.write(f"{evaluation.evaluation_set}: {evaluation.status}")
             for line in figures.lines(evaluation.results):
                 self.stdout.write("  " + line)
+        version = ModelVersion.objects.get(pk=options["model_version"])
+        self.stdout.write(f"{version}: {version.promotion or 'no promotion decision'}")

@@ -45,9 +45,8 @@ class Command(BaseCommand):
         if run.status != run.Status.SUCCEEDED:
             raise CommandError(f"training run {run.pk} {run.status}: {run.error}")
         version = run.model_version
-        state = "active" if version.is_active else "not promoted"
         self.stdout.write(
-            f"training run {run.pk} succeeded: {version} ({state}), checkpoint "
+            f"training run {run.pk} succeeded: {version} ({version.promotion}), checkpoint "
             f"{checkpoints.describe(version)} in the artifact store"
         )
 
