@@ -134,7 +134,6 @@ def select_after_sampling(*, run_id: int, **_signal) -> None:
 
 
 @receiver(solutions_added)
-@receiver(sampling_run_succeeded)
 def score_new_solutions(**_signal) -> None:
     """New solutions in the pool (an import, a sampling run) are scored by the active version as
     they arrive: its scoring plans chunks for what lacks its scores only."""

@@ -65,6 +65,7 @@ from labeling.services.sessions import (
     session_to_change,
     touch,
 )
+from labeling.signals import solutions_added
 
 logger = logging.getLogger(__name__)
 
@@ -725,15 +726,18 @@ def _advance(
 ) -> None:
     solution = session.solution
     solution.steps = [*solution.steps, text]
+    # Scores belong to the steps they were computed on: the path is scored again once it ends.
+    solution.prm_model_version = solution.prm_score = solution.prm_step_scores = None
+    scores = ["prm_model_version", "prm_score", "prm_step_scores"]
     # The answer step may carry its last words before "# Answer" (as PRM800K's do).
     answer = step_answer(text)
     if answer:
         solution.answer = answer
         solution.is_correct = grading.grade_answer(solution.answer, solution.problem.answer)
-        solution.save(update_fields=["steps", "answer", "is_correct", "content_hash"])
+        solution.save(update_fields=["steps", "answer", "is_correct", "content_hash", *scores])
         _end(session=session, finish_reason="solution", finish_reason_text="", now=now)
         return
-    solution.save(update_fields=["steps", "content_hash"])
+    solution.save(update_fields=["steps", "content_hash", *scores])
     _new_step(session=session, index=len(solution.steps), prefetched=prefetched)
     touch(session, now)
     session.save(update_fields=["total_time", "last_activity_at", "lease_expires_at"])
@@ -747,6 +751,8 @@ def _end(
     session.finish_reason_text = finish_reason_text
     session.submitted_at = now
     session.save()
+    # The path is whole: the active model version scores it, as any solution new to the pool.
+    transaction.on_commit(partial(solutions_added.send, sender=Solution, count=1))
 
 
 # --- what the page and the API show -----------------------------------------------------------

@@ -15,6 +15,7 @@ from generators.prompts import step_answer
 from labeling.models import Generation, LabelingSession, Problem, Solution, StepLabel, StepRating
 from labeling.services import live
 from labeling.services.workbench import LabelingRefused, next_session
+from labeling.signals import solutions_added
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -161,11 +162,24 @@ def test_a_live_session_rates_chooses_writes_and_exports_phase1(
     live.rate_proposal(
         session_id=session.pk, labeler=labeler, step_index=2, completion_index=0, rating=1
     )
-    live.choose_proposal(session_id=session.pk, labeler=labeler, step_index=2, completion_index=0)
+    # Scores of the path so far (a scoring ran meanwhile) do not survive a new step, and the
+    # whole path is announced to the pool once it ends, so the active version scores it.
+    Solution.objects.filter(pk=session.solution_id).update(prm_score=0.5, prm_step_scores=[0.5])
+    added = []
+    solutions_added.connect(lambda **kw: added.append(kw["count"]), weak=False, dispatch_uid="t")
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            live.choose_proposal(
+                session_id=session.pk, labeler=labeler, step_index=2, completion_index=0
+            )
+    finally:
+        solutions_added.disconnect(dispatch_uid="t")
+    assert added == [1]
     session.refresh_from_db()
     assert session.finish_reason == "solution" and session.is_submitted
     solution = Solution.objects.get(pk=session.solution_id)
     assert solution.answer == "4" and solution.is_correct
+    assert solution.prm_score is None and solution.prm_step_scores is None
     [line] = export_lines()
     assert shape(line) == shape(PHASE1_LINE)
     steps = line["label"]["steps"]

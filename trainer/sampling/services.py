@@ -40,6 +40,7 @@ from generators import (
 from generators.models import LocalModel
 from labeling.grading import grade_answer
 from labeling.models import Problem, Solution, solution_digest
+from labeling.signals import solutions_added
 from trainer.sampling.models import RolloutLabel, SamplingRun, SamplingRunItem
 from trainer.sampling.signals import sampling_run_succeeded
 
@@ -322,6 +323,10 @@ def execute_sampling_run(
         log=partial(_log_to_run, run_id),
         done=lambda run: f"Done: {run.stored} stored, skipped {run.skipped or 'none'}.",
     )
+    if run.stored:
+        # What it stored is in the pool whatever became of the run (cancelled, failed): the
+        # active model version scores it as it does an import's (trainer.pipeline).
+        transaction.on_commit(partial(solutions_added.send, sender=Solution, count=run.stored))
     if succeeded and run.then_select is not None:
         # The selection it chains listens (trainer.pipeline): sampling stays below it.
         transaction.on_commit(

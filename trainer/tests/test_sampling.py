@@ -484,3 +484,23 @@ def test_a_succeeded_run_that_asked_for_it_queues_the_next_generations_selection
     )
     assert run.then_select["batch_size"] == 3
     assert "Selection of the next generation queued" in run.log_tail
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fails", [False, True], ids=["succeeded", "failed-after-storing"])
+def test_what_any_run_stored_is_scored_by_the_active_version(
+    scripted, monkeypatch, django_capture_on_commit_callbacks, fails
+):
+    # Issue 43, item 3: a run that chained no selection (or failed after storing some) left its
+    # solutions "not scored yet" and the models page at "306 of 307 scored" for good.
+    from trainer import pipeline
+    from trainer.models import ModelVersion
+
+    version = ModelVersion.objects.create(name="v", checkpoint="/m/v", is_active=True)
+    queued = []
+    monkeypatch.setattr(pipeline, "send_task", lambda name, args, **kw: queued.append((name, args)))
+    scripted(lambda text, seed: f"Step {seed}.\n\n# Answer\n\n5", fail_on_call=2 if fails else None)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = execute(request(make_problems(2)))
+    assert run.status == ("failed" if fails else "succeeded") and run.stored
+    assert queued == [(pipeline.SCORE_TASK, (version.pk,))]
