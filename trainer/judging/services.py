@@ -29,7 +29,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from core import jobs
-from core.errors import Invalid, NotFound
+from core.errors import DomainError, Invalid, NotFound
 from core.params import Params, param
 from core.queueing import BrokerUnavailable, queue_task
 from generators import GenerationRequest, GeneratorSpec, SamplingSettings, open_generator
@@ -78,6 +78,10 @@ class JudgeParams(Params):
         "ProcessBench's critic, the index of the first wrong step (+1 before it, -1 at it).",
         choices=dict(JudgeFormat.choices),
     )
+
+
+class NothingStored(DomainError):
+    """The run read no reply it could use: it fails, saying so."""
 
 
 # --- requesting, cancelling, resuming ---------------------------------------------------------
@@ -254,6 +258,13 @@ def _work(run: JudgeRun, *, api_key: str = "") -> bool:
             _judge_item(run=run, item=item, generator=generator, settings=settings)
     finally:
         generator.close()
+    done = JudgeRun.objects.only("stored", "unreadable").get(pk=run.pk)
+    if done.stored == 0 and done.unreadable:
+        # Not a success: a run that stored nothing must not read "Succeeded" (issue 43, item 5).
+        raise NothingStored(
+            f"No judge label was stored: every reply ({done.unreadable}) was unreadable. The "
+            "replies are on this page: try another model or the other format."
+        )
     return True
 
 

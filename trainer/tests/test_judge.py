@@ -304,9 +304,12 @@ def test_the_api_starts_lists_cancels_resumes_and_exports_a_run(
     assert response.status_code == 200
     assert response["Content-Type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in b"".join(response.streaming_content).splitlines()]
-    # per_step_reply has no box: every critic reply is unreadable, nothing is exported.
+    # per_step_reply has no box: every critic reply is unreadable, nothing is exported, and
+    # the run failed saying so: a run that stored nothing is no success (issue 43, item 5).
     assert lines == []
-    assert client.get(f"/api/judge-runs/{data['id']}/").json()["unreadable"] == 3
+    shown = client.get(f"/api/judge-runs/{data['id']}/").json()
+    assert shown["unreadable"] == 3 and shown["status"] == "failed"
+    assert "every reply (3) was unreadable" in shown["error"]
 
 
 def test_the_api_answers_400_for_bad_input_and_records_nothing(client, researcher):
