@@ -161,11 +161,24 @@ class GeneratorSpec:
 
     @classmethod
     def from_settings(cls) -> "GeneratorSpec":
-        """The configured generator (GENERATOR_BASE_URL, GENERATOR_MODEL)."""
+        """The configured generator (GENERATOR_BASE_URL, GENERATOR_MODEL); without one, the
+        newest local model that generates text (a causal language model the install recorded,
+        as `make models-smollm2` does), so that the forms' defaults sample (issue 43, item 9)."""
         if not settings.GENERATOR_MODEL:
+            from generators.models import LocalModel
+
+            recorded = (
+                LocalModel.objects.filter(architecture__endswith="ForCausalLM")
+                .order_by("-created_at", "-pk")
+                .values_list("name", flat=True)
+                .first()
+            )
+            if recorded:
+                return cls.from_dict({"backend": "local", "model": recorded, "base_url": ""})
             raise InvalidGenerator(
-                "No generator is configured: set GENERATOR_MODEL (and GENERATOR_BASE_URL for "
-                "a server), or name one in the request."
+                "No generator is configured and no local model is recorded: set "
+                "GENERATOR_MODEL (and GENERATOR_BASE_URL for a server), record a local model "
+                "(manage.py convert_gguf, or the admin), or name one in the request."
             )
         backend = "openai" if settings.GENERATOR_BASE_URL else "local"
         return cls.from_dict(

@@ -11,6 +11,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from generators import GeneratorSpec, SamplingSettings
+from generators.models import LocalModel
 from generators.prompts import step_answer
 from labeling.models import Generation, LabelingSession, Problem, Solution, StepLabel, StepRating
 from labeling.services import live
@@ -386,6 +387,21 @@ def test_the_configured_generator_is_the_default(make_user, settings, client):
     settings.GENERATOR_MODEL = ""
     page = client.post(reverse("live-generation-new"), form)
     assert page.status_code == 400 and b"GENERATOR_MODEL" in page.content
+    # Nothing configured but a local model recorded (as `make models-smollm2` does): the
+    # defaults take the newest one that generates text, not a PRM backbone (issue 43, item 9).
+    LocalModel.objects.create(
+        name="smol-chat", kind="checkpoint", path="a", architecture="LlamaForCausalLM"
+    )
+    LocalModel.objects.create(
+        name="prm-backbone", kind="checkpoint", path="b", architecture="BertModel"
+    )
+    assert client.post(reverse("live-generation-new"), form).status_code == 302
+    newest = Generation.objects.order_by("-number").first()
+    assert newest.params["live"]["generator"] == {
+        "backend": "local",
+        "model": "smol-chat",
+        "base_url": "",
+    }
 
 
 # --- the real generator -----------------------------------------------------------------------
