@@ -73,6 +73,18 @@ class ModelVersionViewSet(ReadOnlyModelViewSet):
         )
         return Response(s.ModelVersionSerializer(version).data)
 
+    @extend_schema(
+        request=None,
+        responses={202: s.ModelVersionSerializer},
+        description="Evaluate the version on every registered evaluation set it has no "
+        "evaluation on yet (a set registered after it was trained); a worker runs them.",
+    )
+    @action(detail=True, methods=["post"])
+    def evaluate(self, request: Request, pk: str) -> Response:
+        version = self.get_object()
+        pipeline.queue_evaluations(model_version_id=version.pk)
+        return Response(s.ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
+
 
 class GenerationViewSet(ReadOnlyModelViewSet):
     """Rounds of selection; the labeling queue serves the newest first."""

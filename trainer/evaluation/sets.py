@@ -17,6 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 from core import jobs
 from core.errors import Conflict, Invalid
@@ -104,6 +105,11 @@ def choose_for_promotion(*, evaluation_set_id: int) -> EvaluationSet:
 
 def evaluation_sets():
     return EvaluationSet.objects.prefetch_related("problems")
+
+
+def sets_not_evaluated_on(*, model_version: ModelVersion) -> QuerySet[EvaluationSet]:
+    """The registered sets this version has no evaluation on (registered after it)."""
+    return EvaluationSet.objects.exclude(evaluations__model_version=model_version).order_by("pk")
 
 
 def held_out_problem_ids() -> set[int]:

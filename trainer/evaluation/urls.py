@@ -4,6 +4,11 @@ from trainer.evaluation import views
 
 urlpatterns = [
     path("evaluation-sets/", views.evaluation_set_list, name="evaluation-set-list"),
+    path(
+        "models/<int:model_version_id>/evaluate/",
+        views.model_version_evaluate,
+        name="model-evaluate",
+    ),
     path("models/<int:model_version_id>/", views.model_version_detail, name="model-detail"),
     path(
         "models/<int:model_version_id>/evaluations/<int:evaluation_id>/cancel/",

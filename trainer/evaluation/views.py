@@ -109,6 +109,7 @@ def model_version_detail(request: HttpRequest, model_version_id: int) -> HttpRes
             "rows": rows,
             "live": any(row["evaluation"].is_live for row in rows),
             "comparison": model_versions.comparison_with_active(version=version),
+            "not_evaluated_on": list(sets.sets_not_evaluated_on(model_version=version)),
         },
     )
 
@@ -131,6 +132,23 @@ def evaluation_cancel(request: HttpRequest, model_version_id: int, evaluation_id
         stops=sets.STOPS,
         then=reverse("model-detail", args=[model_version_id]),
     )
+
+
+@login_required
+@require_POST
+def model_version_evaluate(request: HttpRequest, model_version_id: int):
+    """Evaluate the version on the sets registered since it was trained."""
+    _require_researcher(request)
+    if not ModelVersion.objects.filter(pk=model_version_id).exists():
+        raise Http404("No such model version.")
+    queued = pipeline.queue_evaluations(model_version_id=model_version_id)
+    messages.success(
+        request,
+        f"{queued} evaluation{'' if queued == 1 else 's'} queued."
+        if queued
+        else "It has an evaluation on every registered set already.",
+    )
+    return redirect("model-detail", model_version_id)
 
 
 @login_required

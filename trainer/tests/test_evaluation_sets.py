@@ -324,3 +324,27 @@ def test_the_evaluate_command_prints_the_promotion_it_decided(tmp_path):
     assert version.promotion.startswith(("promoted: no model was active", "not promoted: its"))
     assert "on evaluation set pb" in version.promotion
     assert out.getvalue().splitlines()[-1] == f"new: {version.promotion}"
+
+
+def test_a_version_is_evaluated_on_a_set_registered_after_it(researcher, client, tmp_path, broker):
+    # Issue 43, item 4: the page offers to evaluate an existing version on the sets registered
+    # since it was trained, naming them; the API does the same.
+    version = trained_version(tmp_path, "old")
+    page = client.get(reverse("model-detail", args=[version.pk])).content.decode()
+    assert "Not evaluated yet on" not in page
+    sets.register_processbench_set(name="pb", path=pb_file(tmp_path))
+    page = client.get(reverse("model-detail", args=[version.pk])).content.decode()
+    assert "Not evaluated yet on" in page and ">pb</a>" in page and "Evaluate on 1 set" in page
+    response = client.post(reverse("model-evaluate", args=[version.pk]), follow=True)
+    assert "1 evaluation queued." in response.content.decode()
+    evaluation = Evaluation.objects.get(model_version=version)
+    assert pipeline.EVALUATE_TASK in broker and evaluation.status == "succeeded"
+    page = client.get(reverse("model-detail", args=[version.pk])).content.decode()
+    assert "Not evaluated yet on" not in page and "First-error F1" in page
+
+    sets.register_processbench_set(name="pb2", path=pb_file(tmp_path))
+    answer = client.post(f"/api/model-versions/{version.pk}/evaluate/")
+    assert answer.status_code == 202
+    assert {e["evaluation_set"] for e in answer.json()["evaluations"]} == {"pb", "pb2"}
+    again = client.post(reverse("model-evaluate", args=[version.pk]), follow=True)
+    assert "an evaluation on every registered set already" in again.content.decode()
