@@ -43,6 +43,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "step_labels",
             "step",
             "total_steps",
+            "cut",
             "epoch",
             "loss",
             "metrics",

@@ -14,6 +14,7 @@ from unittest import mock
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
@@ -425,3 +426,27 @@ def test_a_warm_start_from_a_version_of_another_base_model_is_refused(
     assert "warm_start: the active model version" in run.error
     assert "start this run fresh" in run.error
     assert ModelVersion.objects.filter(is_active=True).get() == first.model_version
+
+
+def test_a_run_cut_by_its_time_limit_says_so_on_its_page_api_and_command(
+    labeled, model_dir, monkeypatch, client, make_user
+):
+    # Each step takes a second of a fake clock against a 12 s limit: the run is cut, and says
+    # where, not only "succeeded" (issue 46, item 2).
+    from types import SimpleNamespace
+
+    from trainer.training.ml import train as loop
+
+    clock = iter(range(100_000))
+    monkeypatch.setattr(loop, "time", SimpleNamespace(monotonic=lambda: float(next(clock))))
+    out = StringIO()
+    call_command(
+        "train_prm", "--epochs", "40", "--batch-size", "2", "--max-minutes", "0.2", stdout=out
+    )
+    run = TrainingRun.objects.get()
+    assert run.status == "succeeded" and run.cut.startswith("cut at step ")
+    assert run.cut.endswith(" by the time limit") and f"succeeded, {run.cut}:" in out.getvalue()
+    client.force_login(make_user("rita", "researcher"))
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    assert f'<strong data-figure="cut">{run.cut}</strong>' in page
+    assert client.get(f"/api/training-runs/{run.pk}/").json()["cut"] == run.cut

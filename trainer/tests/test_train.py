@@ -11,7 +11,7 @@ from trainer.tests.labels import label_demo_solutions
 from trainer.training import metrics
 from trainer.training.dataset import Example, best_of_n_problems, build_examples, split_by_problem
 from trainer.training.ml.prm import PRM
-from trainer.training.ml.train import TrainingCancelled, train_prm
+from trainer.training.ml.train import TrainingCancelled, steps_the_time_allows, train_prm
 from trainer.training.params import InvalidParams, TrainingParams
 
 WORDS = ["we", "add", "the", "numbers", "then", "multiply", "both", "sides", "by", "two"]
@@ -289,3 +289,43 @@ def test_best_of_n_accuracy_picks_the_highest_scored_solution():
     assert result["best_of_n_problems"] == 2
     assert result["best_of_n_random"] == pytest.approx((1 / 3 + 1 / 2) / 2)
     assert metrics.best_of_n_accuracy([])["best_of_n"] is None
+
+
+def test_a_time_limit_plans_the_schedule_for_the_steps_it_allows(tmp_path, monkeypatch):
+    # Issue 46, item 2: each step takes a second (a fake clock) and the limit is 20 s for 50
+    # planned steps. After 3 steps the run plans again for what the time allows, so warmup
+    # ends and the learning rate reaches its value and decays to zero by the last step run;
+    # the run says it was cut.
+    from types import SimpleNamespace
+
+    from trainer.training.ml import train as loop
+
+    clock = iter(range(10_000))
+    monkeypatch.setattr(loop, "time", SimpleNamespace(monotonic=lambda: float(next(clock))))
+    events: list[dict] = []
+    params = TrainingParams(
+        epochs=5, batch_size=8, schedule="linear", warmup_ratio=0.1, max_minutes=20 / 60
+    )
+    loop.train_prm(
+        train=synthetic(80, seed=1),
+        eval=synthetic(10, seed=2),
+        params=params,
+        base_model=None,
+        out_dir=tmp_path / "model",
+        on_progress=events.append,
+    )
+    steps = [e for e in events if "step" in e]
+    cut = [e["cut"] for e in events if "cut" in e]
+    assert cut == [f"cut at step {steps[-1]['step']} of 50 by the time limit"]
+    assert 10 < steps[-1]["step"] < 20 and steps[-1]["total_steps"] == steps[-1]["step"]
+    # Warmup (2 steps of 17) is over when the plan changes: the rate is near its value.
+    assert max(e["lr"] for e in steps) > 0.9 * params.learning_rate
+    assert steps[-1]["lr"] == pytest.approx(0.0)
+    assert any("planned again for" in e.get("log", "") for e in events)
+
+
+def test_the_steps_a_time_limit_allows():
+    # A tenth of what is left is kept for the evaluation and saving at the end.
+    assert steps_the_time_allows(done=3, seconds_so_far=3.0, seconds_left=16.0, planned=50) == 17
+    assert steps_the_time_allows(done=3, seconds_so_far=3.0, seconds_left=1e3, planned=50) == 50
+    assert steps_the_time_allows(done=3, seconds_so_far=3.0, seconds_left=-5.0, planned=50) == 3

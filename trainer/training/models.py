@@ -25,7 +25,10 @@ class TrainingRun(Job):
     )
 
     step = models.PositiveIntegerField(default=0)
-    total_steps = models.PositiveIntegerField(default=0)
+    total_steps = models.PositiveIntegerField(default=0)  # as planned (again) for its time limit
+    # Why it ended before its plan, said as the page says it: "cut at step 6 of 66 by the
+    # time limit". Empty for a run that did all its steps.
+    cut = models.CharField(max_length=200, blank=True)
     epoch = models.PositiveIntegerField(default=0)
     loss = models.FloatField(null=True, blank=True, help_text="Latest training loss.")
     # Measured by the training process (trainer.training.ml.memory.peak_memory): its peak

@@ -223,6 +223,8 @@ class RunRecorder:
             self.fields["epoch"] = event.get("epoch", self.fields.get("epoch", 0))
             self.flush()
             return
+        if "cut" in event:
+            self.fields["cut"] = event["cut"]
         for key in ("peak_rss_bytes", "peak_cuda_bytes"):
             if event.get(key) is not None:
                 self.fields[key] = event[key]

@@ -46,7 +46,8 @@ class Command(BaseCommand):
             raise CommandError(f"training run {run.pk} {run.status}: {run.error}")
         version = run.model_version
         self.stdout.write(
-            f"training run {run.pk} succeeded: {version} ({version.promotion}), checkpoint "
+            f"training run {run.pk} succeeded{', ' + run.cut if run.cut else ''}: {version} "
+            f"({version.promotion}), checkpoint "
             f"{checkpoints.describe(version)} in the artifact store"
         )
 

@@ -69,6 +69,8 @@ if TYPE_CHECKING:
 
 WEIGHT_DECAY = 0.01
 EVAL_BATCH_SIZE = 32
+# Under a time limit, the schedule is planned again once this many steps show the speed.
+REPLAN_AFTER_STEPS = 3
 
 
 @dataclass
@@ -186,6 +188,7 @@ def train_prm(
     trainable = [p for p in prm.module.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=params.learning_rate, weight_decay=WEIGHT_DECAY)
     scheduler = _scheduler(params, optimizer, total_steps)
+    unwrapped_optimizer = optimizer  # a re-planned schedule is built on it, as this one was
     if sharded:
         model = prm.module  # fully_shard wrapped it in place
     else:
@@ -210,6 +213,10 @@ def train_prm(
     epochs: list[dict] = []
     step = 0
     out_of_time = False
+    # The steps the schedule is planned for: all of them, until the time limit is seen to
+    # allow fewer (`steps_the_time_allows`); then warmup and decay fit the steps that run.
+    planned = total_steps
+    loop_started = time.monotonic()
     best: tuple[float, int, dict] | None = None  # validation loss, epoch, weights
     for epoch in range(1, params.epochs + 1):
         model.train()
@@ -251,7 +258,28 @@ def train_prm(
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            timed_out = (
+            if step == REPLAN_AFTER_STEPS and params.max_seconds is not None:
+                now = time.monotonic()
+                allowed = _agree_min(
+                    accelerator,
+                    steps_the_time_allows(
+                        done=step,
+                        seconds_so_far=now - loop_started,
+                        seconds_left=params.max_seconds - (now - started),
+                        planned=total_steps,
+                    ),
+                )
+                if allowed < planned:
+                    planned = allowed
+                    scheduler = _scheduler(params, unwrapped_optimizer, planned, done=step)
+                    emit(
+                        {
+                            "log": f"The time limit of {params.max_seconds:g} s allows about "
+                            f"{planned} of the {total_steps} planned steps at this speed: the "
+                            f"learning-rate schedule is planned again for {planned} steps."
+                        }
+                    )
+            timed_out = (planned < total_steps and step >= planned) or (
                 params.max_seconds is not None and time.monotonic() - started > params.max_seconds
             )
             group_loss, stopping, timed_out = _agree(
@@ -262,7 +290,7 @@ def train_prm(
                 {
                     "epoch": epoch,
                     "step": step,
-                    "total_steps": total_steps,
+                    "total_steps": planned,
                     "loss": group_loss,
                     "lr": scheduler.get_last_lr()[0],
                     **peak_memory(),
@@ -293,6 +321,7 @@ def train_prm(
         emit({"log": f"Epoch {epoch}: {_summary(metrics)}"})
         if out_of_time:
             emit({"log": f"Time limit of {params.max_seconds:g} s reached at step {step}."})
+            emit({"cut": f"cut at step {step} of {total_steps} by the time limit"})
             break
         if _agree(accelerator, 0.0, stop(), False)[1]:
             raise TrainingCancelled(f"Cancelled after epoch {epoch}.")
@@ -401,7 +430,29 @@ def _save_sharded(prm: PRM, out_dir: Path, *, rank: int) -> None:
     prm.save(out_dir)
 
 
-def _scheduler(params: TrainingParams, optimizer, total_steps: int):
+def steps_the_time_allows(
+    *, done: int, seconds_so_far: float, seconds_left: float, planned: int
+) -> int:
+    """How many steps in all the time limit lets a run plan for, from the speed of its first
+    `done` steps (which took `seconds_so_far`) and the seconds left; `planned` when all fit.
+    A tenth of what is left is kept for the held-out evaluation and saving at the end."""
+    per_step = seconds_so_far / max(1, done)
+    more = int(0.9 * max(0.0, seconds_left) / per_step) if per_step > 0 else planned
+    return max(done, min(planned, done + more))
+
+
+def _agree_min(accelerator, value: int) -> int:
+    """The smallest of the ranks' values, on every rank (one plan for the whole group)."""
+    if accelerator.num_processes == 1:
+        return value
+    agreed = torch.tensor([value], dtype=torch.int64, device=accelerator.device)
+    torch.distributed.all_reduce(agreed, op=torch.distributed.ReduceOp.MIN)
+    return int(agreed[0])
+
+
+def _scheduler(params: TrainingParams, optimizer, total_steps: int, *, done: int = 0):
+    """The learning-rate schedule for `total_steps`; with `done`, one that takes over after
+    that many steps (the optimizer's groups keep their `initial_lr` from the first)."""
     from transformers import (
         get_constant_schedule_with_warmup,
         get_cosine_schedule_with_warmup,
@@ -410,13 +461,20 @@ def _scheduler(params: TrainingParams, optimizer, total_steps: int):
 
     warmup = round(params.warmup_ratio * total_steps)
     if params.schedule == "constant":
-        return get_constant_schedule_with_warmup(optimizer, num_warmup_steps=warmup)
+        return get_constant_schedule_with_warmup(
+            optimizer, num_warmup_steps=warmup, last_epoch=done - 1
+        )
     make = (
         get_cosine_schedule_with_warmup
         if params.schedule == "cosine"
         else get_linear_schedule_with_warmup
     )
-    return make(optimizer, num_warmup_steps=warmup, num_training_steps=max(1, total_steps))
+    return make(
+        optimizer,
+        num_warmup_steps=warmup,
+        num_training_steps=max(1, total_steps),
+        last_epoch=done - 1,
+    )
 
 
 def _extras(row, example: Example) -> tuple[list[float], list[float]]:
