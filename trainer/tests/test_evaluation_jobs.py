@@ -22,11 +22,16 @@ from trainer.training.ml.prm import PRM
 
 pytestmark = pytest.mark.django_db
 
-# 40 items: three batches of sets.BATCH (16).
+# 40 items: three batches of 16, 16 and 8 (sets.BATCH_MAX is 16 in these tests).
 ITEMS = [
     {"problem": f"P{p}", "steps": [f"p{p} s{i}" for i in range(3)], "label": p % 4 - 1}
     for p in range(40)
 ]
+
+
+@pytest.fixture(autouse=True)
+def batches_of_16(monkeypatch):
+    monkeypatch.setattr(sets, "BATCH_MAX", 16)
 
 
 @pytest.fixture(autouse=True)
@@ -79,9 +84,9 @@ def test_a_cancel_stops_the_evaluation_after_its_batch_and_it_is_evaluated_again
     score = PRM.score
     cancel_after_first_batch(monkeypatch, evaluation)
     done = sets.run_evaluation(evaluation_id=evaluation.pk, worker_hostname="celery@test")
-    assert (done.status, done.done, done.total) == ("cancelled", sets.BATCH, len(ITEMS))
+    assert (done.status, done.done, done.total) == ("cancelled", sets.BATCH_MAX, len(ITEMS))
     assert done.results == {}  # no figures from part of the items
-    assert f"Cancelled after {sets.BATCH} of {len(ITEMS)} items" in done.log_tail
+    assert f"Cancelled after {sets.BATCH_MAX} of {len(ITEMS)} items" in done.log_tail
 
     page = client.get(reverse("model-detail", args=[evaluation.model_version_id])).content
     assert b"Evaluate again" in page and b"Cancel evaluation" not in page
@@ -167,3 +172,31 @@ def test_an_evaluation_whose_worker_died_is_failed_and_says_how_to_go_on(evaluat
     tasks.periodic_retrain_task()
     evaluation.refresh_from_db()
     assert evaluation.status == "running"
+
+
+def test_items_are_scored_in_batches_of_similar_length_and_figured_in_file_order(
+    evaluation, monkeypatch
+):
+    # Issue 46, item 1: long and short solutions never share a padded batch, and the scores
+    # come back to their items (the figures are those of scoring each item alone).
+    monkeypatch.setattr(sets, "BATCH_MAX", 64)
+    lengths = [len(f"P{p}") + sum(len(s) for s in item["steps"]) for p, item in enumerate(ITEMS)]
+    batches = sets.length_batches(lengths)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(ITEMS)))
+    flat = [lengths[i] for batch in batches for i in batch]
+    assert flat == sorted(flat)
+    assert sets.length_batches([10, 50_000, 10, 40_000]) == [[0, 2], [3], [1]]
+
+    seen = []
+    score = PRM.score
+
+    def scoring(self, **kwargs):
+        seen.append(len(kwargs["problems"]))
+        return score(self, **kwargs)
+
+    monkeypatch.setattr(PRM, "score", scoring)
+    done = sets.run_evaluation(evaluation_id=evaluation.pk, worker_hostname="celery@test")
+    assert done.status == "succeeded" and seen == [len(ITEMS)]
+    prm = PRM.load(evaluation.model_version.checkpoint)
+    alone = [score(prm, problems=[i["problem"]], steps=[i["steps"]])[0] for i in ITEMS]
+    assert done.results == sets.figures.evaluate(sets.items_of(evaluation.evaluation_set), alone)
