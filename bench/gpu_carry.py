@@ -78,6 +78,8 @@ WHEELS = [
     "flexparser==0.4",
     "platformdirs==4.14.8",
     "confusable-homoglyphs==3.3.1",
+    # Every regular expression runs on RE2 (core.patterns).
+    "google-re2==1.1.20251105",
     "gguf==0.19.0",
     "pytest-django==4.14.0",
 ]

@@ -10,37 +10,62 @@ after "# Answer"; MATH's `last_boxed_only_string` takes the last box):
 Nothing found is "": such a solution is ungraded, not wrong (`labeling/grading/verdicts.py`).
 """
 
-import re
+from core import patterns
 
-from core.prm800k import extract_answer
+# PRM800K's answer step: "# Answer", a blank line, the answer.
+ANSWER_MARKER = "# Answer"
 
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*(\{)|\\boxed +([^\s$]+)")
-_STATED = re.compile(
+_BOX = patterns.compile(r"\\(?:boxed|fbox)\s*(\{)|\\boxed +([^\s$]+)")
+_STATED = patterns.compile(
     r"(?:\b(?:final\s+)?answer\s+is|\banswer\s*:|^\s*#+\s*answer\s*:?)\s*:?\s*(?P<answer>[^\n]+)",
-    re.IGNORECASE | re.MULTILINE,
+    patterns.IGNORECASE | patterns.MULTILINE,
 )
-_MATH_SPAN = re.compile(r"^(?:\$\$?(?P<a>[^$]+)\$\$?|\\\((?P<b>.+)\\\)|\\\[(?P<c>.+)\\\])$", re.S)
-_LONE_NUMBER = re.compile(r"^\$?\s*(?P<n>[-+]?\d[\d,]*(?:\.\d+)?(?:/\d+)?)\s*\$?\s*\.?$")
+_MATH_SPAN = patterns.compile(
+    r"^(?:\$\$?(?P<a>[^$]+)\$\$?|\\\((?P<b>.+)\\\)|\\\[(?P<c>.+)\\\])$", patterns.DOTALL
+)
+_LONE_NUMBER = patterns.compile(r"^\$?\s*(?P<n>[-+]?\d[\d,]*(?:\.\d+)?(?:/\d+)?)\s*\$?\s*\.?$")
 # Steps before the last searched for a box: the answer step plus one of closing chatter.
 BOX_STEPS = 2
 
 
+def extract_answer(steps: list[str]) -> str:
+    """The answer of PRM800K's answer step, when the last step is one; "" otherwise."""
+    if not steps:
+        return ""
+    last = steps[-1].strip()
+    if last.startswith(ANSWER_MARKER):
+        return last[len(ANSWER_MARKER) :].strip()
+    return ""
+
+
+def _closing_braces(text: str) -> dict[int, int]:
+    """Where each `{` of `text` is closed, in one pass (an unclosed one is absent)."""
+    closing: dict[int, int] = {}
+    open_at: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            open_at.append(i)
+        elif ch == "}" and open_at:
+            closing[open_at.pop()] = i
+    return closing
+
+
 def last_boxed(text: str) -> tuple[int, int, str] | None:
     """(start, end, content) of the last box in `text` with something in it; None if none.
-    Braces nest (`\\boxed{\\frac{1}{2}}`), so a box is closed by counting, not by a regex."""
+    Braces nest (`\\boxed{\\frac{1}{2}}`), so a box is closed by counting, not by a regex; the
+    braces are matched once for the whole text, so a reply of a thousand unclosed boxes costs
+    one pass, not one per box."""
     found = None
+    closing: dict[int, int] | None = None
     for match in _BOX.finditer(text):
         if match.group(2) is not None:  # `\boxed 5`, MATH's unbraced form
             found = (match.start(), match.end(), match.group(2))
             continue
-        depth = 0
-        for i in range(match.start(1), len(text)):
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                content = text[match.end(1) : i].strip()
-                if content:
-                    found = (match.start(), i + 1, content)
-                break
+        if closing is None:
+            closing = _closing_braces(text)
+        end = closing.get(match.start(1))
+        if end is not None and (content := text[match.end(1) : end].strip()):
+            found = (match.start(), end + 1, content)
     return found
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from core.answers import final_answer
+
 RECORD_KEYS = (
     "labeler",
     "timestamp",
@@ -39,7 +41,6 @@ FINISH_REASONS = ("found_error", "solution", "bad_problem", "give_up")
 # and advancing (+1). The database constraint, the serializers, the pages' buttons and keys,
 # the workbench's rules and the trainer's head classes all take it from here.
 RATINGS = (-1, 0, 1)
-ANSWER_MARKER = "# Answer"
 
 
 _PLAIN = (str, int, bool, type(None))
@@ -98,16 +99,6 @@ def parse_timestamp(value: str) -> datetime:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment
-
-
-def extract_answer(steps: list[str]) -> str:
-    """The final answer of PRM800K-style steps, whose last step is '# Answer\\n\\n<answer>'."""
-    if not steps:
-        return ""
-    last = steps[-1].strip()
-    if last.startswith(ANSWER_MARKER):
-        return last[len(ANSWER_MARKER) :].strip()
-    return ""
 
 
 @dataclass(slots=True)
@@ -299,7 +290,9 @@ def parse_record(raw: Any) -> ParsedRecord:
 
     is_phase1 = pre_steps is None
     steps = _phase1_steps(label_steps) if is_phase1 else pre_steps
-    answer = extract_answer(steps) if is_phase1 else (pre_answer or "")
+    # One rule for every importer and for `regrade` (issue 46, item 3): the sampler's own
+    # answer where the record has one (phase 2), else the answer read from the steps.
+    answer = (None if is_phase1 else pre_answer) or final_answer(steps)
     return ParsedRecord(
         labeler=labeler,
         timestamp=timestamp,

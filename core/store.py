@@ -35,7 +35,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -48,6 +47,7 @@ from typing import IO
 
 from django.conf import settings
 
+from core import patterns
 from core.errors import Invalid, Unavailable
 
 MANIFEST_SUFFIX = ".manifest.json"
@@ -55,8 +55,8 @@ MANIFEST_FORMAT = "stepwise-artifact-1"
 _CHUNK = 8 * 1024 * 1024
 # Keys are made by the code (checkpoints/run-12, uploads/<uuid>/<name>), never typed by a
 # user; this keeps them portable across S3 and every filesystem.
-_KEY = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
-_DIGEST = re.compile(r"[0-9a-f]{64}")
+_KEY = patterns.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
+_DIGEST = patterns.compile(r"[0-9a-f]{64}")
 
 
 class StoreUnavailable(Unavailable):

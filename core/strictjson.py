@@ -18,7 +18,6 @@ import json
 import json.decoder
 import json.scanner
 import math
-import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -28,6 +27,7 @@ from django.core.files.uploadhandler import FileUploadHandler
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
+from core import patterns
 from core.errors import Invalid, TooLarge
 
 # PRM800K lines are nested about 8 deep; 64 leaves room for any honest object while staying
@@ -42,8 +42,9 @@ class InvalidJSON(Invalid, ValueError):
 
 
 # \u0000 preceded by an even number of backslashes is the escape, not a literal "\u0000".
-_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# An escaped NUL: `\u0000` after an even number of backslashes (an odd one escapes the `\`).
+_NUL_ESCAPE = patterns.compile(r"(?:^|[^\\])(?:\\\\)*\\u0000")
+_SURROGATE_ESCAPE = patterns.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _too_deep(text: str, value: Any) -> bool:

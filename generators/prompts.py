@@ -8,10 +8,10 @@ ends, trailing chatter after the answer, a missing final blank line), and decide
 sampling, live proposals and rollouts alike, what of a reply is not a step (`_not_a_step`).
 """
 
-import re
 from dataclasses import dataclass
 
-from core.prm800k import ANSWER_MARKER
+from core import patterns
+from core.answers import ANSWER_MARKER
 
 SYSTEM = (
     "Solve the math problem step by step. Put each step in its own paragraph, separated by "
@@ -37,47 +37,50 @@ CONTINUE = (
 # More steps than this is a reply that never ended, not a solution.
 MAX_STEPS = 64
 MAX_STEP_CHARS = 4000
-_BLANK_LINES = re.compile(r"\n[ \t]*\n+")
+_BLANK_LINES = patterns.compile(r"\n[ \t]*\n+")
 # "The answer is $80$." closing a reply that has no "# Answer" line and no box.
-_ANSWER_SENTENCE = re.compile(
+_ANSWER_SENTENCE = patterns.compile(
     r"(?:^|[.!]\s+)(?:so,?\s+|therefore,?\s+|thus,?\s+)?(?:the\s+)?(?:final\s+)?answer\s+is"
     r"\s*:?\s*(?P<answer>[^\n]+?)\s*\.?\s*$",
-    re.IGNORECASE,
+    patterns.IGNORECASE,
 )
-_HEADING = re.compile(r"#+\s*Answer\s*:?", re.IGNORECASE)
-_ANSWER_LINE = re.compile(r"^[ \t]*#+[ \t]*Answer[ \t]*:?[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
+_HEADING = patterns.compile(r"#+\s*Answer\s*:?", patterns.IGNORECASE)
+_ANSWER_LINE = patterns.compile(
+    r"^[ \t]*#+[ \t]*Answer[ \t]*:?[ \t]*(.*)$", patterns.IGNORECASE | patterns.MULTILINE
+)
 
 
 # What models write around their steps that is no step of a solution (`_not_a_step`):
 # a preamble before the first step ("Sure!", "Here is the next part of the solution:", "Let's
 # solve this problem step by step."). Only such words with no mathematics in them: "Let's
 # multiply $3$ by $4$" is a step, and so is "Let's find the area first." (no opener here).
-_PREAMBLE = re.compile(
-    r"^\W*(?:sure|certainly|of course|okay|ok|alright|absolutely|great|"
+_PREAMBLE = patterns.compile(
+    r"^[^\p{L}\p{N}_]*(?:sure|certainly|of course|okay|ok|alright|absolutely|great|"
     r"here(?:'s|\s+is|\s+are)|continuing|to continue|"
     r"(?:let's|let us|let me|i'll|i will|we'll|we will)\s+(?:now\s+)?"
     r"(?:(?:solve|tackle|approach|do|work\s+(?:through|on)|break\s+down|think\s+about)"
     r"\s+(?:this|the|it)\b|think\b|continue\b|go\b))",
-    re.IGNORECASE,
+    patterns.IGNORECASE,
 )
 # A heading alone ("Solution:", "**Step 2:**", "### Step 2", "---"): the step is the paragraph
 # after it. Marked as a heading (a colon, "#", bold); "Step 3." is a sentence, not one.
-_HEADING_ONLY = re.compile(
+_HEADING_ONLY = patterns.compile(
     r"[-*_=\s]*|(?:#+\s*|\*\*\s*)?(?:solution|step\s*\d*|next\s+step)\s*(?::\s*)?(?:\*\*)?\s*",
-    re.IGNORECASE,
+    patterns.IGNORECASE,
 )
-_MATH = re.compile(r"[0-9$\\=^+*/<>]")
+_MATH = patterns.compile(r"[0-9$\\=^+*/<>]")
 # A paragraph that only states the answer ("This answer is $8$.", "So the final answer is 17.",
 # "**Answer:** 5"): the final-answer line says it, as "# Answer" and the answer.
-_ANSWER_ONLY = re.compile(
-    r"^[\W_]*(?:(?:so|therefore|thus|hence),?\s+)?(?:(?:the|this|our|my)\s+)?(?:final\s+)?"
+_ANSWER_ONLY = patterns.compile(
+    r"^[^\p{L}\p{N}]*(?:(?:so|therefore|thus|hence),?\s+)?(?:(?:the|this|our|my)\s+)?(?:final\s+)?"
     r"answer\s*(?:is\b|:)[*_\s:]*(?P<answer>.+?)\s*\.?\s*$",
-    re.IGNORECASE | re.DOTALL,
+    patterns.IGNORECASE | patterns.DOTALL,
 )
 # The problem restated, possibly labelled: "Problem: What is 40% of 65?".
-_LABELLED = re.compile(r"^[\W_]*(?:problem|question)\s*:[*_\s]*", re.IGNORECASE)
-_NOT_ALNUM = re.compile(r"[^0-9a-z]+")
-_COMMAND = re.compile(r"\\[a-zA-Z]+")
+_LABELLED = patterns.compile(r"^[^\p{L}\p{N}]*(?:problem|question)\s*:[*_\s]*", patterns.IGNORECASE)
+_NOT_ALNUM = patterns.compile(r"[^0-9a-z]+")
+_COMMAND = patterns.compile(r"\\[a-zA-Z]+")
+_SENTENCE_END = patterns.compile(r"[.!?]\s")
 # An answer said in a paragraph of its own is short; longer, it is reasoning that mentions it.
 _ANSWER_ONLY_MAX_CHARS = 80
 
@@ -108,21 +111,22 @@ def continuation_messages(*, problem: str, steps: list[str]) -> tuple[dict[str, 
 def _paragraphs(body: str) -> list[str]:
     """Paragraphs split at blank lines, except inside display math ($$...$$ or \\[...\\]):
     LaTeX allows no blank line there, so one a model writes is not a step boundary; it is
-    dropped, since a step holding a blank line would split again in PRM800K's format."""
-    paragraphs: list[str] = []
+    dropped, since a step holding a blank line would split again in PRM800K's format. Whether
+    display math is open is carried from part to part, so each part is read once."""
+    paragraphs: list[list[str]] = []
+    dollars = brackets = 0  # "$$" seen, and "\\[" less "\\]", in the last paragraph
     for part in _BLANK_LINES.split(body.strip()):
         part = part.strip()
         if not part:
             continue
-        if paragraphs and _open_display(paragraphs[-1]):
-            paragraphs[-1] = f"{paragraphs[-1]}\n{part}"
+        if paragraphs and (dollars % 2 == 1 or brackets > 0):
+            paragraphs[-1].append(part)
         else:
-            paragraphs.append(part)
-    return paragraphs
-
-
-def _open_display(text: str) -> bool:
-    return text.count("$$") % 2 == 1 or text.count("\\[") > text.count("\\]")
+            paragraphs.append([part])
+            dollars = brackets = 0
+        dollars += part.count("$$")
+        brackets += part.count("\\[") - part.count("\\]")
+    return ["\n".join(parts) for parts in paragraphs]
 
 
 def _boxed(text: str) -> tuple[int, str] | None:
@@ -234,13 +238,13 @@ def _squeezed(text: str) -> str:
     return _NOT_ALNUM.sub("", _COMMAND.sub("", text).lower())
 
 
-def _answer_only(paragraph: str) -> re.Match | None:
+def _answer_only(paragraph: str) -> patterns.Match | None:
     """A paragraph that states the answer and nothing else: one short sentence."""
     said = _ANSWER_ONLY.fullmatch(paragraph.strip())
     if said is None:
         return None
     answer = said.group("answer")
-    if len(answer) > _ANSWER_ONLY_MAX_CHARS or "\n" in answer or re.search(r"[.!?]\s", answer):
+    if len(answer) > _ANSWER_ONLY_MAX_CHARS or "\n" in answer or _SENTENCE_END.search(answer):
         return None
     return said
 

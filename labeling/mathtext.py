@@ -13,9 +13,9 @@ format and control characters (bidi overrides, zero-width spaces) as visible mar
 what a labeler reads is what the text says.
 """
 
+import bisect
 import functools
 import html  # html.escape: what django.utils.html.escape does, minus its lazy wrapper
-import re
 import secrets
 import time
 import unicodedata
@@ -27,6 +27,8 @@ import markdown
 import nh3
 from django.utils.safestring import SafeString, mark_safe
 
+from core import patterns
+
 # Environments that are math even without dollars around them, as MATH solutions write them.
 _ENVIRONMENTS = (
     "align|alignat|aligned|alignedat|gather|gathered|equation|eqnarray|multline|split|"
@@ -34,18 +36,27 @@ _ENVIRONMENTS = (
     "smallmatrix"
 )
 # Where math may start: $ ($$..$$ or $..$), \[, \( or \begin{.
-_OPENER = re.compile(r"\$|\\[\[(]|\\begin\{")
-_ENVIRONMENT = re.compile(rf"\\begin\{{((?:{_ENVIRONMENTS})\*?)\}}")
+_OPENERS = ("$", "\\[", "\\(", "\\begin{")
+# A \begin{name} of the environments above, looked for where a \begin{ is (`_math_at`).
+_ENVIRONMENT = patterns.compile(rf"\\begin\{{((?:{_ENVIRONMENTS})\*?)\}}")
+# As long as the longest \begin{name*}: what `_ENVIRONMENT` is given to read.
+_ENVIRONMENT_CHARS = len("\\begin{*}") + max(map(len, _ENVIRONMENTS.split("|")))
 # KaTeX draws these only in display mode; MATH text sometimes puts them inside $..$.
-_DISPLAY_ONLY = re.compile(r"\\begin\{(?:align|alignat|gather|equation|eqnarray|multline)\*?\}")
+_DISPLAY_ONLY = patterns.compile(
+    r"\\begin\{(?:align|alignat|gather|equation|eqnarray|multline)\*?\}"
+)
 # KaTeX has no eqnarray; an rcl array lays it out the same way.
-_EQNARRAY = re.compile(r"\\(begin|end)\{eqnarray\*?\}")
-# Outside math, TeX escapes of characters that are plain text in the page.
-_TEXT_ESCAPES = re.compile(r"\\([$%&#_{}])")
+_EQNARRAY = patterns.compile(r"\\(begin|end)\{eqnarray\*?\}")
+# Outside math, TeX escapes of characters that are plain text in the page (`_unescaped`).
+_TEXT_ESCAPES = "$%&#_{}"
 # A thousands separator in an answer ("320,000"): math mode would space it as a list comma.
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+# A comma and the three characters after it; that they are digits, that a digit comes before
+# the comma and none after the three is checked on the match (`_thousands`): RE2 has no
+# lookaround. The three are no comma, so no comma is passed over.
+_THOUSANDS = patterns.compile(r",[^,]{3}")
 # An answer that is words ("Monday", "no solution") reads as text, not as italic variables.
-_WORDS = re.compile(r"[A-Za-z][A-Za-z ,.'-]*")
+_WORDS = patterns.compile(r"[A-Za-z][A-Za-z ,.'-]*")
+_LOWER_RUN = patterns.compile(r"[a-z]{3}")
 _ANSWER_HEADING = "# Answer"
 
 # Characters that change how text around them reads without showing themselves: Unicode's
@@ -55,12 +66,35 @@ _ANSWER_HEADING = "# Answer"
 # fillers, letters that draw nothing. Left out: Cf characters that draw a glyph of their own
 # (Arabic and Syriac number signs, the Kaithi number signs). The class is Unicode 14.0's, as
 # this Python has it; test_math_rendering.py checks it against unicodedata.
-_CONTROL = re.compile(
+_CONTROL_CLASS = (
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f"
     "\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"
     "\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
-    "\U000e0020-\U000e007f]|\r(?!\n)"
+    "\U000e0020-\U000e007f]"
 )
+# A carriage return is marked unless a line feed follows it (a CRLF line end). RE2 has no
+# lookahead, so the character after a lone one is taken along: enough to say there is one.
+# A run is one match, as few as a search needs.
+_HAS_CONTROL = patterns.compile(rf"(?:{_CONTROL_CLASS}|\r(?:[^\n]|\z))+")
+_CRLF = "\r\n"
+
+
+def _class_chars(char_class: str) -> frozenset[str]:
+    """The characters of a class written as above: `[`, characters and `a-b` ranges, `]`."""
+    inner, chars, i = char_class[1:-1], set(), 0
+    while i < len(inner):
+        if inner[i + 1 : i + 2] == "-":
+            chars.update(map(chr, range(ord(inner[i]), ord(inner[i + 2]) + 1)))
+            i += 3
+        else:
+            chars.add(inner[i])
+            i += 1
+    return frozenset(chars)
+
+
+# The class's characters, marked by str.translate rather than by a regular expression's sub:
+# text can be made of nothing else, and RE2's Python binding costs microseconds a match.
+_CONTROL_CHARS = _class_chars(_CONTROL_CLASS)
 
 
 # str.isprintable() is False for every character above but the Hangul fillers (letters), and
@@ -71,7 +105,7 @@ _PRINTABLE_MARKED = ("\u115f", "\u1160", "\u3164", "\uffa0")
 def _none_marked(text: str) -> bool:
     """True only if `text` has none of the characters above: a test of a few C loops, a third
     of the expression's time, for the texts of a 100,000-line import, nearly all clean."""
-    if any(c in text for c in _PRINTABLE_MARKED):
+    if not text.isascii() and any(c in text for c in _PRINTABLE_MARKED):
         return False
     return text.replace("\n", "").replace("\t", "").isprintable()
 
@@ -80,7 +114,10 @@ def control_characters(text: str) -> Counter[str]:
     """How often each invisible format or control character occurs in `text`, as 'U+202E'."""
     if _none_marked(text):
         return Counter()
-    return Counter(f"U+{ord(c):04X}" for c in _CONTROL.findall(text))
+    found = Counter({f"U+{ord(c):04X}": text.count(c) for c in _CONTROL_CHARS.intersection(text)})
+    if lone := text.count("\r") - text.count(_CRLF):
+        found["U+000D"] = lone
+    return found
 
 
 @functools.cache
@@ -94,14 +131,28 @@ def _control_mark(char: str) -> str:
     return f'<span class="ctl" title="{html.escape(name)}">{_control_label(char)}</span>'
 
 
+# For str.translate: each marked character (a carriage return here is a lone one, the text
+# being split at CRLFs first) as its mark on the page, and as its code in text.
+_MARKS = {ord(c): _control_mark(c) for c in _CONTROL_CHARS | {"\r"}}
+_LABELS = {ord(c): _control_label(c) for c in _CONTROL_CHARS | {"\r"}}
+
+
+def _has_controls(text: str) -> bool:
+    return not _none_marked(text) and _HAS_CONTROL.search(text) is not None
+
+
 def _show_controls(escaped: str) -> str:
     """`escaped` text with each invisible character replaced by a visible mark."""
-    return _CONTROL.sub(lambda m: _control_mark(m[0]), escaped)
+    if _none_marked(escaped):
+        return escaped
+    return _CRLF.join(line.translate(_MARKS) for line in escaped.split(_CRLF))
 
 
 def _label_controls(text: str) -> str:
     """`text` with each invisible character replaced by its code, as text."""
-    return _CONTROL.sub(lambda m: _control_label(m[0]), text)
+    if _none_marked(text):
+        return text
+    return _CRLF.join(line.translate(_LABELS) for line in text.split(_CRLF))
 
 
 @dataclass(frozen=True)
@@ -152,15 +203,25 @@ def _math_matches(text: str) -> Iterator[tuple[int, int, str, str]]:
         "\\)": _Next(text, "\\)"),
         "$": _Next(text, "$", unescaped=True),
     }
-    pos = 0
-    while (opener := _OPENER.search(text, pos)) is not None:
-        start = opener.start()
-        found = _math_at(text, start, closers)
+    # Every place math may start (_OPENERS), by str.find: a page renders every step through
+    # here, and RE2's Python binding costs microseconds a search (it encodes the whole text
+    # again each time). No two openers start at one place.
+    starts = sorted(at for opener in _OPENERS for at in _places(text, opener))
+    i = 0
+    while i < len(starts):
+        found = _math_at(text, starts[i], closers)
         if found is None:
-            pos = start + 1
+            i += 1
             continue
         yield found
-        pos = found[1]
+        i = bisect.bisect_left(starts, found[1], i + 1)  # the search goes on after the part
+
+
+def _places(text: str, needle: str) -> Iterator[int]:
+    at = text.find(needle)
+    while at >= 0:
+        yield at
+        at = text.find(needle, at + 1)
 
 
 def _math_at(text: str, start: int, closers: dict[str, _Next]) -> tuple[int, int, str, str] | None:
@@ -177,11 +238,12 @@ def _math_at(text: str, start: int, closers: dict[str, _Next]) -> tuple[int, int
             return None
         end = closers["$"].at_or_after(start + 2)
         return (start, end + 1, "id", text[start + 1 : end]) if end >= 0 else None
-    environment = _ENVIRONMENT.match(text, start)
+    # A slice as long as the longest name: RE2 would encode the whole text for each \begin{.
+    environment = _ENVIRONMENT.match(text[start : start + _ENVIRONMENT_CHARS])
     if environment is None:
         return None
     close = f"\\end{{{environment[1]}}}"
-    end = closers.setdefault(close, _Next(text, close)).at_or_after(environment.end())
+    end = closers.setdefault(close, _Next(text, close)).at_or_after(start + environment.end())
     return (start, end + len(close), "env", text[start : end + len(close)]) if end >= 0 else None
 
 
@@ -196,11 +258,11 @@ def segments(text: str) -> list[Segment]:
     """`text` as plain-text and math segments, in order; TeX escapes in text made plain."""
     out: list[Segment] = []
     last = 0
-    controls = _CONTROL.search(text) is not None
+    controls = _has_controls(text)
     for start, end, kind, tex in _math_matches(text):
         if start > last:
             out.append(Segment(_plain(text[last:start])))
-        if controls and _CONTROL.search(tex):
+        if controls and _has_controls(tex):
             # Shown as typed, the invisible character marked: KaTeX would draw the TeX around
             # it, and a bidi control would still reorder what it draws.
             out.append(Segment(text[start:end]))
@@ -217,7 +279,20 @@ def _has_math(text: str) -> bool:
 
 
 def _plain(text: str) -> str:
-    return _TEXT_ESCAPES.sub(r"\1", text) if "\\" in text else text
+    return _unescaped(text, _TEXT_ESCAPES)
+
+
+def _unescaped(text: str, chars: str) -> str:
+    """`text` with each backslash before one of `chars` taken out, as a substitution of
+    `\\([chars])` by its group would: str.replace, one C pass per character, where text of
+    nothing but escapes would cost RE2's Python binding microseconds a match. The same: such
+    pairs never overlap, and taking a backslash out only puts the one before it next to the
+    character just done, so no pass makes a pair for a later one."""
+    if "\\" not in text:
+        return text
+    for char in chars:
+        text = text.replace("\\" + char, char)
+    return text
 
 
 def _for_katex(tex: str) -> str:
@@ -277,11 +352,28 @@ def render_answer(answer: str) -> SafeString:
     if not answer:
         return mark_safe("")
     # An answer with an invisible character in it is shown as text, the character marked.
-    if _has_math(answer) or _CONTROL.search(answer):
+    if _has_math(answer) or _has_controls(answer):
         return render_math(answer)
-    if _WORDS.fullmatch(answer) and re.search(r"[a-z]{3}", answer):
+    if _WORDS.fullmatch(answer) and _LOWER_RUN.search(answer):
         return mark_safe(html.escape(answer))
-    return mark_safe(math_span(_THOUSANDS.sub("{,}", answer), display=False))
+    return mark_safe(math_span(_thousands(answer), display=False))
+
+
+def _thousands(answer: str) -> str:
+    """`answer` with each comma between a digit and exactly three more braced, `{,}`."""
+
+    def braced(comma: patterns.Match) -> str:
+        start, end = comma.span()
+        if (
+            start > 0
+            and answer[start - 1].isdecimal()  # Python's \d: Unicode's decimal digits
+            and comma[0][1:].isdecimal()
+            and not answer[end : end + 1].isdecimal()
+        ):
+            return "{,}" + comma[0][1:]
+        return comma[0]
+
+    return _THOUSANDS.sub(braced, answer)
 
 
 def render_step(step: str) -> SafeString:
@@ -311,28 +403,38 @@ def render_step(step: str) -> SafeString:
 MARKDOWN_MAX_CHARS = 20_000
 MARKDOWN_MAX_DEPTH = 10
 MARKDOWN_RENDER_LIMIT_S = 0.25  # CPU seconds, for the form
-# Lists and quotes opened on one line, which Markdown follows by recursion.
-_CONTAINERS = re.compile(
-    rf"^(?:[ \t]*(?:>|[-+*][ \t]|\d+[.)][ \t])){{{MARKDOWN_MAX_DEPTH + 1}}}", re.M
+# Lists and quotes opened on one line, which Markdown follows by recursion (its \d, Python's,
+# takes any decimal digit: \p{Nd} on RE2).
+_CONTAINERS = patterns.compile(
+    rf"^(?:[ \t]*(?:>|[-+*][ \t]|\p{{Nd}}+[.)][ \t])){{{MARKDOWN_MAX_DEPTH + 1}}}",
+    patterns.MULTILINE,
 )
 # Characters of link text and targets read, from each `[` and `](` (a Python loop, run by
 # links, images and references alike; ~0.2 µs each).
 _LINK_READ_BUDGET = 20_000
-_BRACKETS = re.compile(r"[][()\\`]")
+_BRACKETS = frozenset("[]()\\`")  # read in a loop: RE2's Python binding costs µs a match
 _PLACEHOLDER_CHARS = 16
 # Lines at which a paragraph is split and the rest read again, times the paragraph's length.
-_SPLIT_LINE = re.compile(r"^ {0,3}(?:#|\[[^\]\n]*\]:|[-*_=][-*_= ]*$)", re.M)
+_SPLIT_LINE = patterns.compile(r"^ {0,3}(?:#|\[[^\]\n]*\]:|[-*_=][-*_= ]*$)", patterns.MULTILINE)
 _SPLIT_BUDGET = 2_000_000
-# Places an inline pattern may match, times the paragraph's length (copies, ~1 ns a character).
-_INLINE = re.compile(r"[*_`\\&<\[!]| {2}\n")
+# Places an inline pattern may match, times the paragraph's length (copies, ~1 ns a character):
+# these characters and two spaces before a line feed (`_inline_places`).
+_INLINE = ("*", "_", "`", "\\", "&", "<", "[", "!", "  \n")
 _INLINE_BUDGET = 100_000_000
 # Starts of raw HTML, times the text's length (html.parser, up to ~30 ns a character).
-_TAG = re.compile(r"<[A-Za-z!/?]")
+_TAG = patterns.compile(r"<[A-Za-z!/?]")
 _TAG_BUDGET = 2_000_000
 # Table cells: rows of a paragraph with a delimiter row times its columns (~20 µs a cell).
-_TABLE_ROW = re.compile(r"^[ |:-]+$", re.M)  # a delimiter row if it has `|` and `-`
+# A line of these characters is a delimiter row if it has `|` and `-`.
+_TABLE_ROW = patterns.compile(r"^[ |:-]+$", patterns.MULTILINE)
 _CELL_BUDGET = 2_500
-_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_PARAGRAPH_BREAK = patterns.compile(r"\n[ \t]*\n")
+# TeX's \$ and \% outside math, which Markdown would leave escaped.
+_MARKDOWN_ESCAPES = "$%"
+# A math span's placeholder, `math<nonce>x<index>x`: the nonce is a page's own (token_hex of
+# _NONCE_BYTES), compared on the match, so a guideline cannot name a span by writing one.
+_NONCE_BYTES = 4
+_PLACEHOLDER = patterns.compile(rf"math([0-9a-f]{{{2 * _NONCE_BYTES}}})x(\d+)x")
 
 
 def _hold_math(text: str, nonce: str) -> tuple[str, list[str]]:
@@ -346,7 +448,7 @@ def _hold_math(text: str, nonce: str) -> tuple[str, list[str]]:
         spans.append(math_span(part.text, display=part.display))
         last = end
     out.append(text[last:])
-    return re.sub(r"\\([$%])", r"\1", "".join(out)), spans
+    return _unescaped("".join(out), _MARKDOWN_ESCAPES), spans
 
 
 def _link_reads(paragraph: str) -> int:
@@ -359,14 +461,16 @@ def _link_reads(paragraph: str) -> int:
     reads = grown = 0
     squares: list[int] = []
     rounds: list[int] = []  # -1: a parenthesis that starts no link target
-    for bracket in _BRACKETS.finditer(paragraph):
-        char, at = bracket[0], bracket.start() + grown
+    for place, char in enumerate(paragraph):
+        if char not in _BRACKETS:
+            continue
+        at = place + grown
         if char in "\\`":
             grown += _PLACEHOLDER_CHARS
         elif char == "[":
             squares.append(at)
         elif char == "(":
-            starts_target = paragraph[bracket.start() - 1 : bracket.start()] == "]"
+            starts_target = paragraph[place - 1 : place] == "]"
             rounds.append(at if starts_target else -1)
         elif char == "]" and squares:
             reads += at - squares.pop()
@@ -374,6 +478,12 @@ def _link_reads(paragraph: str) -> int:
             reads += at - start
     end = len(paragraph) + grown
     return reads + sum(end - at for at in squares) + sum(end - at for at in rounds if at >= 0)
+
+
+def _inline_places(paragraph: str) -> int:
+    """How often `_INLINE` occurs in `paragraph`: by str.count, as none of them overlaps
+    another (the characters are single, and two spaces before a line feed end at it)."""
+    return sum(map(paragraph.count, _INLINE))
 
 
 def _over_budget(held: str) -> str | None:
@@ -391,7 +501,7 @@ def _over_budget(held: str) -> str | None:
         paragraph = held[start:end]
         link_reads += _link_reads(paragraph)
         splits += len(_SPLIT_LINE.findall(paragraph)) * len(paragraph)
-        inline += len(_INLINE.findall(paragraph)) * len(paragraph)
+        inline += _inline_places(paragraph) * len(paragraph)
         if rows := [r for r in _TABLE_ROW.findall(paragraph) if "|" in r and "-" in r]:
             cells += (max(row.count("|") for row in rows) + 1) * (paragraph.count("\n") + 1)
         where = f"the paragraph on line {line}"
@@ -434,7 +544,7 @@ def markdown_refusal(text: str) -> str | None:
     Within the budgets the text is also rendered once, and refused if that took long: a shape
     the budgets do not foresee is stopped where it enters, not on every page view.
     """
-    reason = _markdown_source(text, "0" * 8)[2]  # placeholders as long as the page's
+    reason = _markdown_source(text, "0" * 2 * _NONCE_BYTES)[2]  # as long as the page's
     if reason is None:
         started = time.thread_time()
         render_markdown(text)
@@ -451,7 +561,7 @@ def render_markdown(text: str) -> SafeString:
     Math spans are swapped for placeholders before Markdown runs, because Markdown would
     read TeX's `_`, `*` and `\\` as emphasis and escapes.
     """
-    nonce = secrets.token_hex(4)
+    nonce = secrets.token_hex(_NONCE_BYTES)
     held, spans, reason = _markdown_source(text, nonce)
     if reason is None:
         try:
@@ -463,4 +573,4 @@ def render_markdown(text: str) -> SafeString:
             f'<p class="markdown-refused">Shown as plain text: {html.escape(reason)}.</p>'
             f'<p class="markdown-plain">{render_math(text)}</p>'
         )
-    return mark_safe(re.sub(rf"math{nonce}x(\d+)x", lambda m: spans[int(m.group(1))], out))
+    return mark_safe(_PLACEHOLDER.sub(lambda m: spans[int(m[2])] if m[1] == nonce else m[0], out))

@@ -277,3 +277,26 @@ def test_a_generated_file_of_several_batches_round_trips_with_every_answer_grade
     assert solutions.count() > 200
     assert all(s.is_correct == is_equivalent(s.answer, s.problem.answer) for s in solutions)
     assert {s.is_correct for s in solutions} == {True, False}
+
+
+def test_an_import_reads_answers_by_the_rule_regrade_uses(tmp_path):
+    # A phase-2 line without a pre-generated answer, its answer boxed in the last step: the
+    # import reads it as `regrade` would (issue 46, item 3), so a regrade changes nothing, and
+    # the export still gives the line back as it came.
+    line = read_objects(FIXTURES / "prm800k_phase2.jsonl")[0]
+    truth = line["question"]["ground_truth_answer"]
+    line["question"]["pre_generated_answer"] = None
+    line["question"]["pre_generated_steps"] = [
+        *line["question"]["pre_generated_steps"][:-1],
+        f"So the answer is $\\boxed{{{truth}}}$.",
+    ]
+    path = tmp_path / "boxed.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    call_command("import_prm800k", str(path), stdout=io.StringIO())
+    solution = Solution.objects.get()
+    assert solution.answer == truth and solution.is_correct is True
+    call_command("regrade", stdout=io.StringIO())
+    solution.refresh_from_db()
+    assert solution.answer == truth and solution.is_correct is True
+    [exported] = export()
+    assert exported["question"] == line["question"]

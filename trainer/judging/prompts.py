@@ -16,9 +16,9 @@ JUDGE_PROMPT_VERSION is stored on each judge run: change it whenever the words b
 so labels made by different prompts are never taken for one source.
 """
 
-import re
 from dataclasses import dataclass
 
+from core import patterns
 from trainer.judging.models import REASON_MAX_CHARS, JudgeFormat
 
 JUDGE_PROMPT_VERSION = "judge-v1"
@@ -92,34 +92,81 @@ def read_reply(text: str, *, steps: int, format: str) -> list[StepJudgement] | N
 # --- per step --------------------------------------------------------------------------------
 
 _MINUS = str.maketrans({"−": "-", "–": "-", "—": "-"})
-# "Step 2: -1 - reason", "**Step 2:** (+1) reason", "2. -1 reason", "Step 2 - Correct: reason".
-_STEP_LINE = re.compile(
-    r"^[\s>*_#-]*(?:step|paragraph)?[\s_]*(?P<n>\d{1,3})[\s*_]*(?:[:.)\]]|-(?!\s?\d))*[\s*_]*"
-    r"(?:rating[\s*_]*[:=]?[\s*_]*)?[\[(]?[\s*_]*"
-    # A signed rating is one; a bare 0 or 1 followed by arithmetic is a step's maths.
-    r"(?P<rating>[+-]\s?[01](?![\d.,/]|\s*[+*/=^<>])|[01](?![\d.,/]|\s*[+*/=^<>]|\s*-\s*\d)"
-    r"|incorrect|wrong|correct|neutral)\b[\])]?[ \t*_]*(?P<reason>.*)$",
-    re.IGNORECASE | re.MULTILINE,
+# RE2's classes are ASCII; replies are not. Python's \s (what str.isspace() is true of), the
+# same within a line (no line feed), Python's \w and \d (RE2's Unicode may be newer than this
+# Python's: what \p{Nd} finds is checked with isdecimal() before int() reads it).
+_S = r"\s\v\x1c-\x1f\x85\p{Z}"
+_LINE_S = r"\t\v\f\r\x1c-\x1f\x85\p{Z}"
+_W = r"\p{L}\p{N}_"
+_D = r"\p{Nd}"
+# What may follow a rating on its line (RE2 has no lookahead, so the line is read to its end
+# and these say what its first characters may be; the reason is the rest). After a signed
+# rating: no more of a number (a digit, `.`, `,`, `/`, or a letter: the rating ends a word)
+# and no operator first after spaces; a bare 0 or 1 also not `- digit` (arithmetic: a step's
+# maths, not a rating); a word rating ends a word. They look no further than the line: the
+# bold, quote or list item that starts a next line is no arithmetic after a rating.
+_AFTER_SIGNED = rf"(?:[{_LINE_S}]+(?:[^{_S}+*/=^<>][^\n]*)?|[^{_S}+*/=^<>.,/{_W}][^\n]*)?"
+_NOT_MINUS_DIGIT = rf"-[{_LINE_S}]*(?:[^{_S}{_D}][^\n]*)?"
+_AFTER_BARE = (
+    rf"(?:[{_LINE_S}]+(?:[^{_S}+*/=^<>\-][^\n]*|{_NOT_MINUS_DIGIT})?"
+    rf"|[^{_S}+*/=^<>.,/{_W}\-][^\n]*|{_NOT_MINUS_DIGIT})?"
 )
+_AFTER_WORD = rf"(?:[^\n{_W}][^\n]*)?"
+# "Step 2: -1 - reason", "**Step 2:** (+1) reason", "2. -1 reason", "Step 2 - Correct: reason".
+# A hyphen between the number and a bare rating ("Step 2 -1", "Step 2 - 1") is the rating's
+# sign, not a separator: `read_per_step` reads it so.
+_STEP_LINE = patterns.compile(
+    rf"^[{_S}>*_#-]*(?:step|paragraph)?[{_S}_]*(?P<n>{_D}{{1,3}})[{_S}*_]*(?:[:.)\]]|-)*"
+    rf"[{_S}*_]*(?:rating[{_S}*_]*[:=]?[{_S}*_]*)?[\[(]?[{_S}*_]*"
+    # A signed rating is one; a bare 0 or 1 followed by arithmetic is a step's maths.
+    rf"(?:(?P<signed>[+-][{_S}]?[01])(?P<after_signed>{_AFTER_SIGNED})"
+    rf"|(?P<bare>[01])(?P<after_bare>{_AFTER_BARE})"
+    rf"|(?P<word>incorrect|wrong|correct|neutral)(?P<after_word>{_AFTER_WORD}))$",
+    patterns.IGNORECASE | patterns.MULTILINE,
+)
+# RE2's match takes a group's number, not its name, in start(); and a name costs it microseconds
+# to look up, so the groups are read at once, in this order.
+_BARE = _STEP_LINE.groupindex["bare"]
+assert sorted(_STEP_LINE.groupindex, key=_STEP_LINE.groupindex.__getitem__) == [
+    "n", "signed", "after_signed", "bare", "after_bare", "word", "after_word"
+]  # fmt: skip
 _WORDS = {"incorrect": -1, "wrong": -1, "correct": 1, "neutral": 0}
-_REASON_LEAD = re.compile(r"^[\s\-:,.;*_()\[\]]+")
+_REASON_LEAD = patterns.compile(rf"^[{_S}\-:,.;*_()\[\]]+")
 
 
 def read_per_step(text: str, *, steps: int) -> list[StepJudgement] | None:
     """The ratings of a per-step reply, one per numbered line (steps numbered from 1); a step
     rated twice keeps its first rating, a number beyond the solution is ignored, a step left
     unrated gets no judgement. None when no step of the solution is rated."""
+    text = text.translate(_MINUS)
     found: dict[int, StepJudgement] = {}
-    for match in _STEP_LINE.finditer(text.translate(_MINUS)):
-        index = int(match.group("n")) - 1
+    for match in _STEP_LINE.finditer(text):
+        n, signed, after_signed, bare, after_bare, word, after_word = match.groups()
+        if not n.isdecimal():  # a digit newer than this Python's Unicode
+            continue
+        index = int(n) - 1
         if not 0 <= index < steps or index in found:
             continue
-        token = match.group("rating").replace(" ", "").lower()
-        rating = _WORDS[token] if token in _WORDS else int(token)
-        found[index] = StepJudgement(
-            index=index, rating=rating, reason=_short(_REASON_LEAD.sub("", match.group("reason")))
-        )
+        if word is not None:
+            rating, after = _WORDS[word.lower()], after_word
+        elif signed is not None:
+            rating, after = int(signed[0] + signed[-1]), after_signed
+        else:
+            rating, after = _bare_rating(text, bare, match.start(_BARE)), after_bare
+        if after[:1] in ("]", ")"):
+            after = after[1:]
+        reason = after.lstrip(" \t*_")
+        if lead := _REASON_LEAD.match(reason):
+            reason = reason[lead.end() :]
+        found[index] = StepJudgement(index=index, rating=rating, reason=_short(reason))
     return [found[i] for i in sorted(found)] or None
+
+
+def _bare_rating(text: str, digit: str, at: int) -> int:
+    """A bare 0 or 1 at `at`. A hyphen right before it, or one space before it, is its sign
+    ("Step 2 -1"): only a separator hyphen can stand there, and one followed by a digit is none."""
+    sign = "-" if text[at - 1] == "-" or (text[at - 1].isspace() and text[at - 2] == "-") else ""
+    return int(sign + digit)
 
 
 def _short(reason: str) -> str:
@@ -131,8 +178,11 @@ def _short(reason: str) -> str:
 
 # --- first error (ProcessBench) --------------------------------------------------------------
 
-_INTEGER = re.compile(r"-?\d+")
-_LAST_LINE_INDEX = re.compile(r"(?:^|\n)\s*\**\s*(-?\d+)\s*\**\s*\.?\s*$")
+_INDEX_MAX_CHARS = 20
+_INTEGER = patterns.compile(rf"-?{_D}+")
+_LAST_LINE_INDEX = patterns.compile(
+    rf"(?:^|\n)[{_S}]*\**[{_S}]*(-?{_D}+)[{_S}]*\**[{_S}]*\.?[{_S}]*$"
+)
 
 
 def _boxes(text: str) -> list[str]:
@@ -149,6 +199,12 @@ def _boxes(text: str) -> list[str]:
     return found
 
 
+def _index(number: str) -> int:
+    """A whole number as an index; one too long to be any step's is none (-2): int() would
+    refuse it past 4,300 digits, and a reply is what a model wrote."""
+    return int(number) if len(number) <= _INDEX_MAX_CHARS else -2
+
+
 def read_first_error(text: str, *, steps: int) -> int | None:
     """The index (from 0) of the first wrong step a critic's reply names, -1 for none: the
     last \\boxed{} holding exactly one whole number, else a last line that is one. None when
@@ -156,13 +212,13 @@ def read_first_error(text: str, *, steps: int) -> int | None:
     text = text.translate(_MINUS)
     index = None
     for content in reversed(_boxes(text)):
-        numbers = _INTEGER.findall(content)
+        numbers = [n for n in _INTEGER.findall(content) if n.lstrip("-").isdecimal()]
         if len(numbers) == 1:
-            index = int(numbers[0])
+            index = _index(numbers[0])
             break
     if index is None:
         last = _LAST_LINE_INDEX.search(text.rstrip())
-        index = int(last.group(1)) if last else None
+        index = _index(last[1]) if last and last[1].lstrip("-").isdecimal() else None
     if index is None or not -1 <= index < steps:
         return None
     return index

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from django.db import transaction
 
-from core import prm800k
+from core.answers import final_answer
 from core.bulk import rare_collections
 from labeling.models import Problem, Solution, solution_digest, text_digest
 from labeling.services.importing import (
@@ -92,7 +92,7 @@ def _store(record: Record, *, row: int, format: str, file_name: str, result: Imp
         # No ground truth in these formats: its solutions stay ungraded.
         problem = Problem.objects.create(text=record.problem, answer="")
         result.details["problems created"] += 1
-    answer = prm800k.extract_answer(record.steps)
+    answer = final_answer(record.steps)
     digest = solution_digest(steps=record.steps, answer=answer)
     solution = Solution.objects.filter(problem=problem, content_hash=digest).first()
     if solution is None:

@@ -1,6 +1,8 @@
 """Reading a judge's reply: what real small models write about MATH solutions, read into
 per-step ratings where it can be, and None (unreadable) where it cannot."""
 
+import time
+
 from trainer.judging.models import REASON_MAX_CHARS
 from trainer.judging.prompts import (
     FIRST_ERROR_TEMPLATE,
@@ -158,3 +160,43 @@ def test_real_smollm2_replies_are_read_where_they_rate_and_unreadable_where_they
     assert read_per_step(SMOLLM2_PER_STEP_JUNK, steps=3) is None
     # The critic prompt: it restated the problem and gave no index.
     assert read_reply(SMOLLM2_CRITIC, steps=3, format="first_error") is None
+
+
+# --- hostile replies (issue 41) ---------------------------------------------------------------
+
+
+def test_a_100_kb_reply_shaped_to_make_a_backtracking_reader_crawl_is_read_at_once():
+    # The reader on Python's engine took 24 s on 2,000 newlines and 81 s on "Step 1" and 2,000
+    # spaces, growing faster than the square of the length; on RE2 it is linear.
+    size = 100_000
+    for reply in (
+        "\n" * size,
+        " \n" * (size // 2),
+        "Step 1" + " " * size + "x",
+        "Step 1:" + "*" * size,
+        "Step 1: +1\n" * (size // 11),
+        "\\boxed{" * (size // 7),
+        "1 " * (size // 2),
+    ):
+        started = time.process_time()
+        read_per_step(reply, steps=4)
+        read_first_error(reply, steps=4)
+        assert time.process_time() - started < 1.0, reply[:20]
+
+
+def test_replies_that_made_the_reader_raise_are_read_or_unreadable():
+    # A sign and its digit across a tab or a line: the rating it is.
+    assert ratings(read_per_step("Step 1: -\t1 - wrong sum", steps=2)) == [(0, -1)]
+    assert ratings(read_per_step("Step 2: -\n1", steps=2)) == [(1, -1)]
+    # A Turkish dotless i: no rating word.
+    assert read_per_step("Step 1: \u0131ncorrect", steps=2) is None
+    # A number longer than int() reads: no step's index.
+    assert read_first_error("\\boxed{" + "1" * 5000 + "}", steps=4) is None
+    assert read_first_error("The error is in\n" + "2" * 5000, steps=4) is None
+
+
+def test_a_rating_that_ends_its_line_is_read_whatever_the_next_line_starts_with():
+    # What follows a rating is looked at as far as the end of its line: a next line in bold,
+    # a quote or a list item is no arithmetic after the rating.
+    reply = "**Step 1:** +1\n**Step 2:** 0\n> Step 3: -1\n- Step 4: correct"
+    assert ratings(read_per_step(reply, steps=4)) == [(0, 1), (1, 0), (2, -1), (3, 1)]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -40,6 +39,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from core import patterns
 from core.processes import guarded_command
 
 if TYPE_CHECKING:
@@ -220,6 +220,10 @@ def _stop_group(group: subprocess.Popen) -> None:
     group.wait()
 
 
+# torchrun's summary of a failed rank: "rank : 1 (local_rank: 1)" then "exitcode : -9 (pid: …)".
+_KILLED_RANK = patterns.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-\d+)")
+
+
 def _failure(job_dir: Path, *, returncode: int) -> str:
     """What went wrong, in a sentence. A rank killed by a signal (killed, out of memory) writes
     nothing, and its peers then fail in their next collective with an error of their own
@@ -227,8 +231,7 @@ def _failure(job_dir: Path, *, returncode: int) -> str:
     the error a rank wrote, then torchrun's exit."""
     log = (job_dir / LOG_FILE).read_text(encoding="utf-8", errors="replace")
     root = log[log.rfind("Root Cause") :] if "Root Cause" in log else ""
-    pattern = r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-\d+)"
-    killed = re.findall(pattern, root) + re.findall(pattern, log)
+    killed = _KILLED_RANK.findall(root) + _KILLED_RANK.findall(log)
     # torchrun stops the surviving ranks with SIGTERM: those are not what went wrong.
     killed.sort(key=lambda found: int(found[1]) == -signal.SIGTERM)
     for rank, exit_code in killed[:1]:
