@@ -35,8 +35,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from importlib.util import find_spec
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -132,6 +134,18 @@ def install_wheels(site: Path, *, dry: bool, log) -> None:
         raise SystemExit(f"no wheels in {CARRY / 'wheels'}: run `make gpu-carry` first")
     # On the machine its own pip; here the 3.12 manylinux tags the machine will check.
     tags = PLATFORM if dry else []
+    if dry:
+        # A compiled wheel for the machine's 3.12 (google-re2) does not load on this Python:
+        # here this environment's own build of its packages stands in.
+        compiled = [w for w in wheels if not w.name.endswith("-none-any.whl")]
+        wheels = [w for w in wheels if w not in compiled]
+        for wheel in compiled:
+            for name in _top_level(wheel):
+                spec = find_spec(name)
+                if spec is None or not spec.submodule_search_locations:
+                    raise SystemExit(f"dry run: {name} ({wheel.name}) is not installed here")
+                shutil.copytree(spec.submodule_search_locations[0], site / name)
+        log(f"dry run: {len(compiled)} compiled wheels taken from this Python's packages")
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade",
                "--target", str(site), *tags, *map(str, wheels)]  # fmt: skip
@@ -140,6 +154,13 @@ def install_wheels(site: Path, *, dry: bool, log) -> None:
     log(done.stdout + done.stderr)
     if done.returncode:
         raise SystemExit("the carried wheels did not install")
+
+
+def _top_level(wheel: Path) -> list[str]:
+    """The packages a wheel installs (its files' first folders, but its metadata)."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = {name.split("/")[0] for name in archive.namelist() if "/" in name}
+    return sorted(n for n in names if not n.endswith((".dist-info", ".data")))
 
 
 def join_weights(site: Path, log) -> Path | None:
