@@ -106,7 +106,12 @@ def test_the_api_says_null_for_ungraded_and_filters_on_it(client, make_user):
 def test_a_prm800k_solution_without_an_answer_is_ungraded_and_exports_unchanged(tmp_path):
     fixture = Path(__file__).parent / "fixtures" / "prm800k_phase2.jsonl"
     line = json.loads(fixture.read_text().splitlines()[0])
-    line["question"]["pre_generated_answer"] = None  # the sampler never reached "# Answer"
+    # The sampler never reached "# Answer": no answer given and none in the steps (an answer
+    # in the steps is read at import, as regrade reads it: test_prm800k_io.py).
+    line["question"]["pre_generated_answer"] = None
+    line["question"]["pre_generated_steps"] = [
+        step for step in line["question"]["pre_generated_steps"] if "# Answer" not in step
+    ]
     path = tmp_path / "phase2.jsonl"
     path.write_text(json.dumps(line) + "\n")
 
