@@ -10,7 +10,9 @@ escaped, and a span shows its TeX as typed until (or unless) the script draws it
 Text comes from imports, generators and labelers, so every renderer here runs in time linear
 in its input, whatever its shape (docs/benchmarks.md, "Text rendering"), and shows invisible
 format and control characters (bidi overrides, zero-width spaces) as visible marks, so that
-what a labeler reads is what the text says.
+what a labeler reads is what the text says. Over 500 lines: the splitter, the invisible-
+character marks and the Markdown budget share one reading of the text and its linear-time
+scans; split apart they would each need the others' internals.
 """
 
 import bisect

@@ -1,4 +1,6 @@
 """The PRM training loop, top to bottom: data, model, optimizer, steps, held-out metrics, save.
+Over 500 lines because the loop is one function read in order (its schedule, time limit, cancel
+and early stop touch the same variables); its helpers sit below it.
 
 No library trainer supports PRMs any more (TRL and OpenRLHF removed theirs), so the loop is
 ours, on torch + transformers schedules + accelerate (device placement, bf16 autocast, and
