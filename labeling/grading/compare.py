@@ -11,32 +11,38 @@ and a person decides (`labeling.services.answer_review`).
 """
 
 import logging
-import re
 
+from core import patterns
 from labeling.grading.normalise import MAX_ANSWER_CHARS, Reading, read, squash
 from labeling.grading.numbers import DECIMAL_POINT, ELLIPSIS, exact_number, percent_equivalent
 from labeling.grading.quantities import clock_verdict, conversion
 from labeling.grading.structures import as_set, compound, in_base, malformed, tower, unending, union
 from labeling.grading.symbolic import verify_within_limit
 from labeling.grading.verdict import Verdict, every
+from labeling.grading.vocabulary import SPACE as S
 from labeling.grading.vocabulary import unread
 
 # One logger for the whole grader: operators filter on it.
 logger = logging.getLogger("labeling.grading")
 
 # "x = 3" names the unknown; the value is what follows (only for a single `=`, not systems).
-_NAMED = re.compile(
-    r"^(?P<name>[a-zA-Z](?:\([a-z]\))?|\\[a-zA-Z]+|\\(?:vec|overrightarrow)\{[a-zA-Z]\}"
-    r"|m?\\angle\s*[A-Z]{1,3}"
-    r"|\([a-z](?:,\s*[a-z])+\))\s*=\s*(?=[^=]*$)"
+_NAMED = patterns.compile(
+    r"(?P<name>[a-zA-Z](?:\([a-z]\))?|\\[a-zA-Z]+|\\(?:vec|overrightarrow)\{[a-zA-Z]\}"
+    rf"|m?\\angle{S}*[A-Z]{{1,3}}"
+    rf"|\([a-z](?:,{S}*[a-z])+\)){S}*={S}*(?P<value>[^=]*)"
 )
-_RELATION = re.compile(r"[<>=|]|\\(?:le|ge|leq|geq|ne|neq|lt|gt)(?![a-zA-Z])")
-_CHOSEN = re.compile(r"\(([A-H])\)(?: (.+))?", re.S)
+# A relation, and a command's name ends where letters do (the character after it is taken
+# along: a search needs only to find one, and RE2 has no lookahead).
+_RELATION = patterns.compile(r"[<>=|]|\\(?:le|ge|leq|geq|ne|neq|lt|gt)(?:[^a-zA-Z]|$)")
+_CHOSEN = patterns.compile(r"\(([A-H])\)(?: (.+))?", patterns.DOTALL)
+_LETTER_CHOICE = patterns.compile(r"[A-H]")
 
 # Words compared as words; "even function" is the answer "even".
 _SHORT_WORDS = {"yes", "no", "odd", "all", "none"}
-_QUALIFIED = re.compile(r"(.+?)\s+(?:function|functions|number|numbers)")
-_NEITHER = re.compile(r"neither(?: even nor odd| odd nor even)?")
+_QUALIFIED = patterns.compile(rf"(.+?){S}+(?:function|functions|number|numbers)")
+_NEITHER = patterns.compile(r"neither(?: even nor odd| odd nor even)?")
+_WORDS = patterns.compile(r"[A-Za-z]{2,}(?:[ -][A-Za-z]+)*")
+_ARTICLE = patterns.compile(r"^(?:an?|the) ")
 
 
 def grade(answer: str, ground_truth: str) -> Verdict:
@@ -186,23 +192,23 @@ def _equivalent(left: str, right: str, *, depth: int) -> Verdict:
 def _choice(text: str) -> tuple[str, str | None] | None:
     if match := _CHOSEN.fullmatch(text):
         return match[1], match[2]
-    return (text, None) if re.fullmatch(r"[A-H]", text) else None
+    return (text, None) if _LETTER_CHOICE.fullmatch(text) else None
 
 
 def _without_names(left: str, right: str) -> tuple[str, str] | None:
     """`y = 2x + 3` against `2x + 3` is its value; against another equation (`2x - y + 3 = 0`,
     `x = \\frac{y-3}{2}`) it stays an equation, compared as one. None when the two name
     different unknowns."""
-    named_left, named_right = _NAMED.match(left), _NAMED.match(right)
+    named_left, named_right = _NAMED.fullmatch(left), _NAMED.fullmatch(right)
     if named_left and named_right:
         if named_left["name"] == named_right["name"]:
-            return _NAMED.sub("", left).strip(), _NAMED.sub("", right).strip()
+            return named_left["value"].strip(), named_right["value"].strip()
         if named_left["name"] not in right and named_right["name"] not in left:
             return None  # x = -3 and y = -3 answer different questions
     if named_left and "=" not in right:
-        return _NAMED.sub("", left).strip(), right
+        return named_left["value"].strip(), right
     if named_right and "=" not in left:
-        return left, _NAMED.sub("", right).strip()
+        return left, named_right["value"].strip()
     return left, right
 
 
@@ -227,8 +233,8 @@ def _same_compound(
             return _equivalent(element, other_text, depth=depth)
     # A tuple or \langle\rangle is a vector, and so is a matrix of one column or one row.
     if left and right and {left[0], right[0]} & {"()"} and len(left[1]) == len(right[1]):
-        shape = (right if left[0] == "()" else left)[0]
-        if re.fullmatch(rf"matrix(?:{len(left[1])}x1|1x{len(left[1])})", shape):
+        shape, size = (right if left[0] == "()" else left)[0], len(left[1])
+        if shape in (f"matrix{size}x1", f"matrix1x{size}"):
             return _same_items(("()", left[1]), ("()", right[1]), depth=depth)
     single = right_text if left else left_text
     if (left is None or right is None) and (unread(single) or _RELATION.search(single)):
@@ -260,13 +266,13 @@ def _same_items(
 
 
 def _words(text: str) -> bool:
-    if re.fullmatch(r"[A-Za-z]{2,}(?:[ -][A-Za-z]+)*", text) is None:
+    if _WORDS.fullmatch(text) is None:
         return False
     return len(text) > 3 or text.lower() in _SHORT_WORDS
 
 
 def _word_key(text: str) -> str:
-    key = re.sub(r"^(?:an?|the) ", "", text.lower().strip())  # "an even function" is "even"
+    key = _ARTICLE.sub("", text.lower().strip())  # "an even function" is "even"
     if _NEITHER.fullmatch(key):
         return "neither"
     match = _QUALIFIED.fullmatch(key)

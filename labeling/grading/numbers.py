@@ -5,22 +5,30 @@ is a difference. Most MATH answers are numbers; settling them here skips a ~25 m
 """
 
 import math
-import re
 from fractions import Fraction
 
-_DECIMAL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
-DECIMAL_POINT = re.compile(r"\d\.|\.\d")
-_FRACTION = re.compile(r"([-+]?)(?:\\frac\{([-+]?\d+)\}\{([-+]?\d+)\}|(\d+)/(\d+))")
-_MIXED = re.compile(r"(-?)(\d+)(?:\s*\\frac\{(\d+)\}\{(\d+)\}|\s+(\d+)/(\d+))")
+from core import patterns
+from labeling.grading.vocabulary import DIGIT as D
+from labeling.grading.vocabulary import SPACE as S
+from labeling.grading.vocabulary import WORD
 
-_REPEATING = re.compile(r"(-?)(\d*)\.(\d*)\\(?:overline|bar|dot)\{?(\d+)\}?")
+# `D` and `S` are Python's `\d` and `\s` (see `vocabulary`): an answer's digits in any script.
+_DECIMAL = patterns.compile(rf"[-+]?(?:{D}+\.?{D}*|\.{D}+)")
+DECIMAL_POINT = patterns.compile(rf"{D}\.|\.{D}")
+_FRACTION = patterns.compile(rf"([-+]?)(?:\\frac\{{([-+]?{D}+)\}}\{{([-+]?{D}+)\}}|({D}+)/({D}+))")
+_MIXED = patterns.compile(rf"(-?)({D}+)(?:{S}*\\frac\{{({D}+)\}}\{{({D}+)\}}|{S}+({D}+)/({D}+))")
+
+_REPEATING = patterns.compile(rf"(-?)({D}*)\.({D}*)\\(?:overline|bar|dot)\{{?({D}+)\}}?")
 # 0.\dot{1}4285\dot{7}: the dots mark the first and last digit of the repeating block.
-_DOTTED = re.compile(r"(-?)(\d*)\.(\d*)\\dot\{?(\d)\}?(\d*)\\dot\{?(\d)\}?")
-_PARENTHESISED = re.compile(r"(-?)(\d*)\.(\d*)\((\d+)\)")
-ELLIPSIS = re.compile(r"(-?)(\d*)\.(\d+)\s*(?:\\[lc]?dots|\.\.\.|…)")
-_SCIENTIFIC = re.compile(
-    r"([-+]?(?:\d+\.?\d*|\.\d+))\s*(?:[eE]\s*([-+]?\d+)|(?:\\times|\\cdot|\*|x)\s*10\^\{?([-+]?\d+)\}?)"
+_DOTTED = patterns.compile(rf"(-?)({D}*)\.({D}*)\\dot\{{?({D})\}}?({D}*)\\dot\{{?({D})\}}?")
+_PARENTHESISED = patterns.compile(rf"(-?)({D}*)\.({D}*)\(({D}+)\)")
+ELLIPSIS = patterns.compile(rf"(-?)({D}*)\.({D}+){S}*(?:\\[lc]?dots|\.\.\.|…)")
+_SCIENTIFIC = patterns.compile(
+    rf"([-+]?(?:{D}+\.?{D}*|\.{D}+)){S}*"
+    rf"(?:[eE]{S}*([-+]?{D}+)|(?:\\times|\\cdot|\*|x){S}*10\^\{{?([-+]?{D}+)\}}?)"
 )
+# `2 1/2` is a mixed number, so spaces between digits are not dropped.
+_SPACED_DIGITS = patterns.compile(rf"{D}{S}+{D}")
 
 
 def percent_equivalent(percent: str, bare: str) -> bool | None:
@@ -43,8 +51,7 @@ def exact_number(text: str) -> Fraction | None:
     # Most MATH answers are numbers; settling those exactly skips a ~25 ms LaTeX-to-sympy
     # parse per answer, and keeps a rounded decimal (0.3333) from passing for 1/3.
     text = text.strip()
-    # `2 1/2` is a mixed number, so spaces between digits are not dropped.
-    compact = text if re.search(r"\d\s+\d", text) else text.replace(" ", "")
+    compact = text if _SPACED_DIGITS.search(text) else text.replace(" ", "")
     if _DECIMAL.fullmatch(compact):
         return Fraction(compact)
     if match := _FRACTION.fullmatch(compact):
@@ -107,13 +114,13 @@ def _repeated_block(digits: str) -> tuple[str, str] | None:
 # Numbers this long are not worked out (a power tower's value has millions of digits).
 MAX_DIGITS = 10_000
 
-_ARITHMETIC_TOKEN = re.compile(
-    r"\s*(?:(\d+\.?\d*|\.\d+)|(\\frac|\\cdot|\\times|\\div|[-+*/^(){}]))"
+_ARITHMETIC_TOKEN = patterns.compile(
+    rf"{S}*(?:({D}+\.?{D}*|\.{D}+)|(\\frac|\\cdot|\\times|\\div|[-+*/^(){{}}]))"
 )
 # Deeper than any real answer (\frac{\sqrt{\frac{1}{2}}}{3} is 3 deep); sympy and a
 # recursive parser both slow down on deep nesting.
 NESTING_LIMIT = 12
-DOUBLE_SUPERSCRIPT = re.compile(r"\^\s*(?:\w|\\[a-zA-Z]+)\s*\^")
+DOUBLE_SUPERSCRIPT = patterns.compile(rf"\^{S}*(?:{WORD}|\\[a-zA-Z]+){S}*\^")
 
 
 class _NotArithmetic(Exception):
@@ -122,15 +129,16 @@ class _NotArithmetic(Exception):
 
 def evaluate(text: str) -> Fraction | None:
     """The exact value of `text` when it is numbers and + - * / ^ \\frac only, else None."""
+    # One scan, not a match per position: RE2's binding encodes the whole text on every call.
+    # Tokens follow each other; at the first gap, only spaces may be left.
     tokens, position = [], 0
-    while position < len(text):
-        match = _ARITHMETIC_TOKEN.match(text, position)
-        if match is None:
-            if text[position:].strip():
-                return None
+    for match in _ARITHMETIC_TOKEN.finditer(text):
+        if match.start() != position:
             break
         tokens.append(match[1] or match[2])
         position = match.end()
+    if text[position:].strip():
+        return None
     if not tokens:
         return None
     reader = _Arithmetic(tokens)
@@ -196,7 +204,8 @@ class _Arithmetic:
             exponent = self.group("{", "}")
         else:
             digit = self.take()
-            if not re.fullmatch(r"\d", digit):  # 2^10 is 2^1 0 in LaTeX; 2^-1 is no LaTeX
+            # 2^10 is 2^1 0 in LaTeX; 2^-1 is no LaTeX. One of Python's `\d`, in any script.
+            if not (len(digit) == 1 and digit.isdecimal()):
                 raise _NotArithmetic
             exponent = Fraction(digit)
         if self.peek() == "^" or exponent.denominator != 1:

@@ -8,11 +8,14 @@ generic `units`, or a noun naming what is counted (`5 students`). What is none o
 """
 
 import functools
-import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from core import patterns
 from labeling.grading.verdict import Verdict
+from labeling.grading.vocabulary import AS_I, SPACE_CHARS, WORD_CHARS
+from labeling.grading.vocabulary import DIGIT as D
+from labeling.grading.vocabulary import SPACE as S
 
 # A scale word multiplies the number before it: `5 million` is 5 \times 10^6, not 5 of a unit.
 SCALE_WORDS = {
@@ -24,19 +27,24 @@ SCALE_WORDS = {
 _SCALE_LETTERS = {"k": 10**3, "K": 10**3, "M": 10**6}
 # Words after a number that change its value in ways not read here (`5 tenths`, `3 halves`,
 # `2 pairs`): an answer with one is unsure, never "5 of something".
-_VALUE_WORDS = re.compile(
+# Case-blind: read `.translate(AS_I)` (see `vocabulary`).
+_VALUE_WORDS = patterns.compile(
     r"(?:half|halves|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?"
     r"|tenths?|hundredths?|thousandths?|millionths?|billionths?|pairs?|couples?|times"
-    r"|fold|squared|cubed|percent|per\s?cent|percentage|points?|am|pm|a\.m|p\.m|o'?clock"
+    rf"|fold|squared|cubed|percent|per{S}?cent|percentage|points?|am|pm|a\.m|p\.m|o'?clock"
     r"|noon|midnight|[a-z]*illions?|thousands|hundreds|dozens)",
-    re.I,
+    patterns.IGNORECASE,
 )
-_GENERIC = re.compile(r"(?:(?:square|sq\.?|cubic|cu\.?)\s+)?units?(?:\s*(?:squared|cubed|\^\d))?")
+_GENERIC = patterns.compile(
+    rf"(?:(?:square|sq\.?|cubic|cu\.?){S}+)?units?(?:{S}*(?:squared|cubed|\^{D}))?"
+)
 _ANGLES = {"degree": "degree", "degrees": "degree", "deg": "degree", "\\circ": "degree",
            "radian": "radian", "radians": "radian", "rad": "radian"}  # fmt: skip
 # pint reads some short words as units no answer means: `k` (Boltzmann), `pm` (picometre).
 _MEASURE_DIMENSIONS = {"[length]", "[time]", "[mass]", "[currency]"}
-_COUNT_NOUN = re.compile(r"[a-z]{3,}(?: [a-z]{3,}){0,2}")
+_COUNT_NOUN = patterns.compile(r"[a-z]{3,}(?: [a-z]{3,}){0,2}")
+_SPACES = patterns.compile(rf"{S}+")
+_POWER = patterns.compile(rf"\^\{{?({D})\}}?")
 
 
 @dataclass(frozen=True)
@@ -57,13 +65,13 @@ def _registry():
 
 def unit_of(text: str) -> Unit:
     """Class the unit text written after a number (`cm`, `square units`, `students`)."""
-    text = re.sub(r"\s+", " ", text.strip().lower().rstrip("."))
-    text = re.sub(r"\^\{?(\d)\}?", r"^\1", text)
+    text = _SPACES.sub(" ", text.strip().lower().rstrip("."))
+    text = _POWER.sub(r"^\1", text)
     if text in _ANGLES:
         return Unit(_ANGLES[text], "angle")
     if _GENERIC.fullmatch(text):
         return Unit("units", "generic")
-    if _VALUE_WORDS.fullmatch(text) or text in SCALE_WORDS:
+    if _VALUE_WORDS.fullmatch(text.translate(AS_I)) or text in SCALE_WORDS:
         return Unit(text, "unknown")
     measure = _measure(text)
     if measure is not None:
@@ -116,8 +124,10 @@ def conversion(left: Unit | None, right: Unit | None) -> Fraction | Verdict:
 # ---------------------------------------------------------------------------------------------
 # Scale words and number words
 
-_SCALED = re.compile(
-    r"(\d[\d.]*)\s*(?:\\(?:text|mbox|mathrm)\{\s*([a-zA-Z]+)\s*\}|\s([a-zA-Z]+)|([kKM]))$"
+# `\n?$` is Python's `$`: the end, or before a newline that ends the text.
+_SCALED = patterns.compile(
+    rf"({D}[{D}.]*){S}*(?:\\(?:text|mbox|mathrm)\{{{S}*([a-zA-Z]+){S}*\}}|{S}([a-zA-Z]+)"
+    r"|([kKM]))\n?$"
 )
 
 
@@ -170,15 +180,17 @@ _PARTS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarte
 
 _ORDINALS = {"first": 1, "second": 2, "third": 3, "fifth": 5, "eighth": 8, "ninth": 9,
              "twelfth": 12}  # fmt: skip
-_ORDINAL_SUFFIX = re.compile(
-    r"(?:the\s+)?(\d+)\s*(?:\^\{?\s*(?:\\text\{)?(st|nd|rd|th)\}?\s*\}?|\\text\{\s*(st|nd|rd|th)\s*\}|(st|nd|rd|th))"
+_ORDINAL_SUFFIX = patterns.compile(
+    rf"(?:the{S}+)?({D}+){S}*(?:\^\{{?{S}*(?:\\text\{{)?(st|nd|rd|th)\}}?{S}*\}}?"
+    rf"|\\text\{{{S}*(st|nd|rd|th){S}*\}}|(st|nd|rd|th))"
 )
+_SPACES_OR_HYPHENS = patterns.compile(rf"[{SPACE_CHARS}\-]+")
 
 
 def number_in_words(text: str) -> str | None:
     """`five` as `5`, `negative twenty-one` as `-21`, `two thirds` as `\\frac{2}{3}`, `a dozen`
     as `12`, `fourth` and `4^{th}` as `4`; None for other text."""
-    text = re.sub(r"[\s-]+", " ", text.strip().lower().rstrip(".")).strip()
+    text = _SPACES_OR_HYPHENS.sub(" ", text.strip().lower().rstrip(".")).strip()
     if match := _ORDINAL_SUFFIX.fullmatch(text):
         return match[1]
     words = text.split()
@@ -237,24 +249,50 @@ def _whole_number(words: list[str]) -> int | None:
 # ---------------------------------------------------------------------------------------------
 # Times of day and ratios
 
-_MERIDIEM = r"(?<![a-zA-Z\\])([ap]\.?\s?m\.?)(?![a-zA-Z])"
-_CLOCK = re.compile(rf"(\d{{1,2}})(?::(\d\d))?\s*(?:{_MERIDIEM})?|(noon|midday|midnight)", re.I)
-_RATIO = re.compile(r"\d+(?:\s*:\s*\d+)+")
-# `3 to 2` and `3 \colon 2` are the ratio 3:2.
-_RATIO_WORDS = re.compile(r"(?<=\d)\s*(?:\\colon|\\text\{\s*to\s*\}|\bto\b)\s*(?=\d)")
+# Case-blind patterns here read `.translate(AS_I)` (see `vocabulary`).
+_MERIDIEM = rf"[ap]\.?{S}?m\.?"
+# A whole time: its meridiem follows digits or spaces and ends the text.
+_CLOCK = patterns.compile(
+    rf"({D}{{1,2}})(?::({D}{D}))?{S}*(?:({_MERIDIEM}))?|(noon|midday|midnight)",
+    patterns.IGNORECASE,
+)
+# Somewhere in the text: a meridiem not inside a word or a command (`\pm`), or noon as a word.
+# A neighbour is taken along rather than looked at: RE2 has no lookaround; a search needs only
+# to find one. The word test of Python's `\b` is Unicode's (`WORD_CHARS`), never case-blind.
+_MERIDIEM_OR_NOON = patterns.compile(
+    rf"(?i:(?:^|[^a-zA-Z\\]){_MERIDIEM}(?:[^a-zA-Z]|$))"
+    rf"|(?:^|[^{WORD_CHARS}])(?i:noon|midday|midnight)(?:[^{WORD_CHARS}]|$)"
+)
+_TWELVE = patterns.compile(r"12(?::00)? (noon|midnight)", patterns.IGNORECASE)
+_TEXT = patterns.compile(r"\\(?:text|mbox|mathrm)\{([^{}]*)\}")
+_RATIO = patterns.compile(rf"{D}+(?:{S}*:{S}*{D}+)+")
+# `3 to 2` and `3 \colon 2` are the ratio 3:2: between digits, which `_ratio_word` checks on
+# the match (RE2 has no lookaround). Between two digits, `to` is a word only with spaces
+# around it.
+_RATIO_WORDS = patterns.compile(rf"{S}*\\colon{S}*|{S}*\\text\{{{S}*to{S}*\}}{S}*|{S}+to{S}+")
+
+
+def _ratio_word(match: patterns.Match) -> str:
+    text, (start, end) = match.string, match.span()
+    if start > 0 and end < len(text) and text[start - 1].isdecimal() and text[end].isdecimal():
+        return ":"
+    return match[0]
 
 
 def _clock_times(text: str) -> frozenset[int] | None:
     """The minutes after midnight `text` can mean: one for `3:00 pm` or `15:00`, two for `3:00`
     (morning or afternoon); None when it is no time of day."""
-    text = re.sub(r"\\(?:text|mbox|mathrm)\{([^{}]*)\}", r"\1", text).strip()
-    text = re.sub(r"\s+", " ", text)
-    text = re.sub(r"^12(?::00)? (noon|midnight)$", r"\1", text, flags=re.I)
-    match = _CLOCK.fullmatch(text)
+    text = _TEXT.sub(r"\1", text).strip()
+    text = _SPACES.sub(" ", text)
+    if twelve := _TWELVE.fullmatch(text.translate(AS_I)):
+        text = text[twelve.start(1) : twelve.end(1)]
+    match = _CLOCK.fullmatch(text.translate(AS_I))
     if match is None:
         return None
     if match[4]:
-        return frozenset({0 if match[4].lower() == "midnight" else 720})
+        # As written: the case-blind match also takes `mıdnight`, which is not `midnight`.
+        word = text[match.start(4) : match.end(4)]
+        return frozenset({0 if word.lower() == "midnight" else 720})
     hour, minute, meridiem = int(match[1]), int(match[2] or 0), match[3]
     if minute > 59 or hour > 23 or meridiem and not 1 <= hour <= 12:
         return None
@@ -270,15 +308,19 @@ def _clock_times(text: str) -> frozenset[int] | None:
 def clock_verdict(left: str, right: str) -> Verdict | None:
     """Times of day (`3:00 PM`, `3 p.m.`, `15:00`, `noon`) and ratios (`3:2`) compared; None
     when neither side is one, so the other stages go on."""
-    meridiem = re.compile(rf"{_MERIDIEM}|\b(?:noon|midday|midnight)\b", re.I)
-    if meridiem.search(left) or meridiem.search(right):
+    if _MERIDIEM_OR_NOON.search(left.translate(AS_I)) or _MERIDIEM_OR_NOON.search(
+        right.translate(AS_I)
+    ):
         times = _clock_times(left), _clock_times(right)
         if None in times:
             return Verdict.UNSURE
         if times[0] == times[1] and len(times[0]) == 1:
             return Verdict.EQUAL
         return Verdict.UNSURE if times[0] & times[1] else Verdict.NOT_EQUAL
-    left, right = _RATIO_WORDS.sub(":", left).strip(), _RATIO_WORDS.sub(":", right).strip()
+    left, right = (
+        _RATIO_WORDS.sub(_ratio_word, left).strip(),
+        _RATIO_WORDS.sub(_ratio_word, right).strip(),
+    )
     ratios = _RATIO.fullmatch(left), _RATIO.fullmatch(right)
     if not (ratios[0] or ratios[1]):
         return None

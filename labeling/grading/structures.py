@@ -4,12 +4,12 @@ base, and powers too large to compute (compared by their smallest base and expon
 """
 
 import math
-import re
 from fractions import Fraction
 from itertools import pairwise, product
 
 import sympy
 
+from core import patterns
 from labeling.grading.normalise import IN_SET, squash
 from labeling.grading.numbers import (
     DOUBLE_SUPERSCRIPT,
@@ -18,20 +18,34 @@ from labeling.grading.numbers import (
     evaluate,
     exact_number,
 )
+from labeling.grading.vocabulary import DIGIT as D
+from labeling.grading.vocabulary import SPACE as S
+from labeling.grading.vocabulary import is_word
+
+# `D` and `S` are Python's `\d` and `\s` (see `vocabulary`). RE2 has no lookaround and no
+# backreference: where a pattern had one, its test is made on the match.
 
 # `1210_5`, `1210_{5}`, `1210_{(5)}`, `(1210)_5`, `1210_{\text{five}}`.
-_BASED = re.compile(r"\(?([0-9A-Z]+)\)?_\{?\(?(\d+|[a-z]+)\)?\}?")
+_BASED = patterns.compile(rf"\(?([0-9A-Z]+)\)?_\{{?\(?({D}+|[a-z]+)\)?\}}?")
 _BASE_NAMES = {
     "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
     "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
     "sixteen": 16,
 }  # fmt: skip
 
-_MATRIX = re.compile(r"^\\begin\{([pbB]?matrix)\}(.*)\\end\{\1\}$", re.S)
+# The environment's name, at both ends (`_matrix` compares them).
+_MATRIX = patterns.compile(r"\\begin\{([pbB]?matrix)\}(.*)\\end\{([pbB]?matrix)\}", patterns.DOTALL)
 
-# `2\begin{pmatrix}1\\-3\end{pmatrix}`: a scalar times a vector.
-_SCALED_MATRIX = re.compile(
-    r"(.+?)\s*(?:\\cdot|\\times)?\s*(\\begin\{([pbB]?matrix)\}.*\\end\{\3\})", re.S
+# `2\begin{pmatrix}1\\-3\end{pmatrix}`: a scalar times a vector. The first environment that
+# ends the text under its own name: one alternative a name.
+_SCALED_MATRIX = patterns.compile(
+    rf"(.+?){S}*(?:\\cdot|\\times)?{S}*("
+    + "|".join(
+        rf"\\begin\{{{name}\}}.*\\end\{{{name}\}}"
+        for name in ("matrix", "pmatrix", "bmatrix", "Bmatrix")
+    )
+    + ")",
+    patterns.DOTALL,
 )
 
 _INEQUALITY_OPS = {
@@ -50,22 +64,33 @@ _INEQUALITY_OPS = {
 }
 _OP = r"(<=|>=|<|>|\\leqslant|\\geqslant|\\leq|\\geq|\\le|\\ge|\\lt|\\gt)"
 _BOUND = r"([^<>=]+?)"
-_ONE_SIDED = re.compile(rf"^([a-zA-Z])\s*{_OP}\s*{_BOUND}$")
-_ONE_SIDED_REVERSED = re.compile(rf"^{_BOUND}\s*{_OP}\s*([a-zA-Z])$")
-_TWO_SIDED = re.compile(rf"^{_BOUND}\s*{_OP}\s*([a-zA-Z])\s*{_OP}\s*{_BOUND}$")
-_OR = re.compile(r"\s*(?:\\text\{\s*(?:or|and)\s*\}|\b(?:or|and)\b|\\cup|\\vee)\s*")
+_ONE_SIDED = patterns.compile(rf"([a-zA-Z]){S}*{_OP}{S}*{_BOUND}")
+_ONE_SIDED_REVERSED = patterns.compile(rf"{_BOUND}{S}*{_OP}{S}*([a-zA-Z])")
+_TWO_SIDED = patterns.compile(rf"{_BOUND}{S}*{_OP}{S}*([a-zA-Z]){S}*{_OP}{S}*{_BOUND}")
+# `or` and `and` are words: RE2's `\b` places them by ASCII letters, and `_unions` checks the
+# characters around them as Python's `\b` does (no letter, digit or `_` of any script). The
+# spaces after a separator are `_unions`' too: a word refused must not take them along.
+_OR = patterns.compile(rf"{S}*(?:\\text\{{{S}*(?:or|and){S}*\}}|\b(or|and)\b|\\cup|\\vee)")
 # The same set of reals, written other ways: {x | x > 3}, R \ {4}, x != 4, all real numbers.
-_SET_BUILDER = re.compile(
-    r"\\\{\s*([a-zA-Z])\s*(?:\\in\s*\\mathbb\{?R\}?\s*)?(?:\\mid|\\vert|\||:)\s*(.+)\\\}", re.S
+_SET_BUILDER = patterns.compile(
+    rf"\\\{{{S}*([a-zA-Z]){S}*(?:\\in{S}*\\mathbb\{{?R\}}?{S}*)?(?:\\mid|\\vert|\||:){S}*(.+)\\\}}",
+    patterns.DOTALL,
 )
-_REALS = re.compile(r"\\mathbb\{?R\}?|\\R|all real numbers|all reals|\(-\\infty,\s*\\infty\)")
-_NOT_EQUAL = re.compile(r"([a-zA-Z])\s*\\neq?(?![a-zA-Z])\s*(.+)")
-_WITHOUT = re.compile(r"(?:\\mathbb\{?R\}?|\\R)\s*(?:\\setminus|\\backslash|-)\s*(.+)")
-_INTERVAL = re.compile(r"([(\[])([^,]+),([^,]+)([)\]])")
+_REALS = patterns.compile(
+    rf"\\mathbb\{{?R\}}?|\\R|all real numbers|all reals|\(-\\infty,{S}*\\infty\)"
+)
+# `x \ne 4`: `\ne` or `\neq` and no other letter after it, so the first character of what
+# follows is a space (alternative one) or no letter (two).
+_NOT_EQUAL = patterns.compile(rf"([a-zA-Z]){S}*\\neq?(?:{S}+(.+)|([^a-zA-Z\n].*))")
+_WITHOUT = patterns.compile(rf"(?:\\mathbb\{{?R\}}?|\\R){S}*(?:\\setminus|\\backslash|-){S}*(.+)")
+_INTERVAL = patterns.compile(r"([(\[])([^,]+),([^,]+)([)\]])")
 # Values whose evaluation never ends: power towers, huge powers, huge factorials.
-_POWER = re.compile(r"(\d+)\^(?:\{(\d+)\}|(\d))")
-_TOWER = re.compile(r"(\d+|\(.+\))\^(?:\{(.+)\}|(\d))", re.S)
-_FACTORIAL = re.compile(r"(\d+)\)?\s*!")
+_POWER = patterns.compile(rf"({D}+)\^(?:\{{({D}+)\}}|({D}))")
+_TOWER = patterns.compile(rf"({D}+|\(.+\))\^(?:\{{(.+)\}}|({D}))", patterns.DOTALL)
+_FACTORIAL = patterns.compile(rf"({D}+)\)?{S}*!")
+_LEADING_PLUS = patterns.compile(rf"^{S}*\+")
+_COMMAND = patterns.compile(r"\\[a-zA-Z]+")
+_BRACES = patterns.compile(r"[{}]")
 
 
 def _split_top_level(text: str, separator: str = ",") -> list[str]:
@@ -97,7 +122,7 @@ def compound(text: str) -> tuple[str, list[str]] | None:
 
     Kinds with the same brackets compare entry by entry; "set" and "list" ignore order.
     """
-    if _PLUS_MINUS.search(text):
+    if _plus_minus(text):
         # `\pm 2, \pm 3` is four values, `(\pm 1, 0)` two points.
         items = _split_top_level(text, ";" if ";" in text else ",")
         values = [value for item in items for value in _signs(item)]
@@ -108,7 +133,7 @@ def compound(text: str) -> tuple[str, list[str]] | None:
         if scalar and not scalar.endswith(("=", "\\")):
             kind, items = compound(matrix) or ("", [])
             return (kind, [_scaled(scalar, item) for item in items]) if kind else None
-    if match := _MATRIX.fullmatch(text):
+    if (match := _MATRIX.fullmatch(text)) and match[1] == match[3]:
         rows = [_split_top_level(row, "&") for row in match[2].split("\\\\") if row.strip()]
         return f"matrix{len(rows)}x{len(rows[0]) if rows else 0}", [e for r in rows for e in r]
     if text.startswith("\\{") and text.endswith("\\}"):
@@ -123,30 +148,61 @@ def compound(text: str) -> tuple[str, list[str]] | None:
         items = _split_top_level(text, separator)
         if len(items) > 1:
             return "set", items
-    union = _OR.split(text)
+    union = _unions(text)
     if len(union) > 1 and all(_balanced(part) for part in union):
         return "set", [part for part in union if part]
     return None
+
+
+def _unions(text: str) -> list[str]:
+    """`text` split at each `or`, `and`, `\\cup` or `\\vee` and the spaces around it."""
+    parts, end = [], 0
+    for match in _OR.finditer(text):
+        if match[1] is not None:
+            start, stop = match.span(1)
+            if is_word(text[start - 1 : start] or " ") or is_word(text[stop : stop + 1] or " "):
+                continue  # inside a word
+        # The spaces before it may be the last separator's, which took them all.
+        parts.append(text[end : max(match.start(), end)])
+        end = match.end()
+        while end < len(text) and text[end].isspace():
+            end += 1
+    return [*parts, text[end:]]
+
+
+def _plus_minus(text: str) -> list[patterns.Match]:
+    """The `\\pm` and `\\mp` commands in `text` (`\\pmod` is neither)."""
+    return [match for match in _PLUS_MINUS.finditer(text) if not match[1]]
 
 
 def _signs(item: str) -> list[str]:
     """The values of `item` with its signs chosen: `1 \\pm \\sqrt2` is two, `a \\pm b \\mp c`
     two (the signs go together), `\\pm 1 \\pm \\sqrt2` and `(\\pm 1, \\pm 1)` four (each sign
     on its own, as they are read)."""
-    signs = _PLUS_MINUS.findall(item)
+    matches = _plus_minus(item)
+    signs = [match[0] for match in matches]
+    # The text around the signs: `parts[k]` follows the k-th sign.
+    ends = [0, *(match.end() for match in matches)]
+    starts = [*(match.start() for match in matches), len(item)]
+    parts = [item[end:start] for end, start in zip(ends, starts, strict=True)]
     if "\\mp" in signs or signs.count("\\pm") == 1:
-        plus = _PLUS_MINUS.sub(lambda m: "+" if m[0] == "\\pm" else "-", item)
-        minus = _PLUS_MINUS.sub(lambda m: "-" if m[0] == "\\pm" else "+", item)
+        plus = parts[0] + "".join(
+            ("+" if sign == "\\pm" else "-") + part
+            for sign, part in zip(signs, parts[1:], strict=True)
+        )
+        minus = parts[0] + "".join(
+            ("-" if sign == "\\pm" else "+") + part
+            for sign, part in zip(signs, parts[1:], strict=True)
+        )
         values = [plus, minus]
     elif 1 < len(signs) <= 4:
-        parts = _PLUS_MINUS.split(item)
         values = [
             parts[0] + "".join(sign + part for sign, part in zip(signs, parts[1:], strict=True))
             for signs in product("+-", repeat=len(parts) - 1)
         ]
     else:
         return [item]
-    return [re.sub(r"^\s*\+", "", value) for value in values]
+    return [_LEADING_PLUS.sub("", value) for value in values]
 
 
 def _scaled(scalar: str, entry: str) -> str:
@@ -183,7 +239,8 @@ def as_set(text: str) -> str:
     if _REALS.fullmatch(text):
         return "(-\\infty,\\infty)"
     if match := _NOT_EQUAL.fullmatch(text):
-        return _without(f"\\{{{match[2].strip()}\\}}") or text
+        excluded = match[2] if match[2] is not None else match[3]
+        return _without(f"\\{{{excluded.strip()}\\}}") or text
     if match := _WITHOUT.fullmatch(text):
         return _without(match[1].strip()) or text
     return _as_interval(text)
@@ -208,15 +265,16 @@ def _without(removed: str) -> str | None:
     return None
 
 
-_LETTER = re.compile(r"[a-zA-Z]")
-# `\pm` and `\mp` as commands: `\pmod` is neither.
-_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![a-zA-Z])")
+_LETTER = patterns.compile(r"[a-zA-Z]")
+# `\pm` and `\mp` as commands: `\pmod` is neither. A letter after the name is taken along
+# (RE2 has no lookahead), and a match with one is no sign (`_plus_minus`).
+_PLUS_MINUS = patterns.compile(r"\\(?:pm|mp)([a-zA-Z]?)")
 
 
 def _as_interval(text: str) -> str:
     """`x > 3` as `(3,\\infty)`, `-2 \\le x < 5` as `[-2,5)`; anything else unchanged. A
     bound with an unknown in it (`a < b`) is a relation between unknowns, kept as written."""
-    if len(_LETTER.findall(re.sub(r"\\[a-zA-Z]+", "", text))) > 1:
+    if len(_LETTER.findall(_COMMAND.sub("", text))) > 1:
         return text
     if match := _TWO_SIDED.fullmatch(text):
         low, first, _, second, high = match.groups()
@@ -307,7 +365,7 @@ def unending(text: str) -> str | None:
     evaluated, as the PRM800K grader does."""
     huge = False
 
-    def power(match: re.Match) -> str:
+    def power(match: patterns.Match) -> str:
         nonlocal huge
         base, exponent = int(match[1]), match[2] or match[3]
         if len(exponent) > 9 or base > 1 and int(exponent) * math.log10(base) > MAX_DIGITS:
@@ -324,7 +382,7 @@ def unending(text: str) -> str | None:
     else:
         huge = True
     huge = huge or any(len(n) > 4 or int(n) > 3000 for n in _FACTORIAL.findall(text))
-    return squash(re.sub(r"[{}]", "", text)) if huge else None
+    return squash(_BRACES.sub("", text)) if huge else None
 
 
 def tower(text: str) -> tuple[int, int] | None:

@@ -12,7 +12,6 @@ import functools
 import logging
 import multiprocessing
 import os
-import re
 import signal
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -24,6 +23,7 @@ from django.conf import settings
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from sympy.core.evalf import PrecisionExhausted
 
+from core import patterns
 from core.processes import die_with_parent
 from labeling.grading.verdict import Verdict, every
 
@@ -37,8 +37,15 @@ logger = logging.getLogger("labeling.grading")
 _EXTRACTION = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
 
 
-# A lone `i` is the imaginary unit, which sympy spells `I` (as a symbol 2(1+i) != 2+2i).
-_IMAGINARY = re.compile(r"(?<![a-zA-Z\\])i(?![a-zA-Z])")
+# A lone `i` is the imaginary unit, which sympy spells `I` (as a symbol 2(1+i) != 2+2i): not
+# after a letter or `\`, and not before a letter. RE2 has no lookaround: the character before
+# it is taken along, and so is a letter after it, which makes the match no `i` (`_imaginary`).
+_IMAGINARY = patterns.compile(r"(^|[^a-zA-Z\\])i([a-zA-Z]?)")
+
+
+def _imaginary(match: patterns.Match) -> str:
+    return match[0] if match[2] else f"{match[1]}I"
+
 
 # ---------------------------------------------------------------------------------------------
 # math-verify under a deadline
@@ -49,7 +56,8 @@ class _Timeout(Exception):
 
 
 def _verify(left: str, right: str) -> Verdict:
-    gold, target = _parse(_IMAGINARY.sub("I", right)), _parse(_IMAGINARY.sub("I", left))
+    gold = _parse(_IMAGINARY.sub(_imaginary, right))
+    target = _parse(_IMAGINARY.sub(_imaginary, left))
     if not (gold and target):
         return Verdict.UNSURE  # a side math-verify cannot read is not known to differ
     gold, target = gold[0], target[0]

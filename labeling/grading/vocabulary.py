@@ -9,7 +9,27 @@ word; a leftover Unicode symbol) makes the verdict unsure. Adding a form to the 
 adding it here too, on purpose.
 """
 
-import re
+from core import patterns
+
+# Python's `\s`, `\d` and `\w` are Unicode; RE2's are ASCII. The grader's patterns spell
+# Python's out, so that an answer with other scripts' digits (`٣`) or spaces (U+2028, which
+# NFKC keeps) reads as it always has: the same characters for every code point Python's
+# unicodedata assigns. Inside a class: `[{SPACE_CHARS}\-]`.
+SPACE_CHARS = r"\t-\r\x1c-\x1f\x85\p{Z}"
+WORD_CHARS = r"\p{L}\p{N}_"
+SPACE = rf"[{SPACE_CHARS}]"
+DIGIT = r"\p{Nd}"
+WORD = rf"[{WORD_CHARS}]"
+# Under IGNORECASE, Python's engine also takes the Turkish `ı` and `İ` for `i`, and RE2 does
+# not: text goes through this before a case-blind pattern. It keeps the length, so a match's
+# spans index the text as written.
+AS_I = str.maketrans("ıİ", "ii")
+
+
+def is_word(char: str) -> bool:
+    """Whether `char` is in Python's `\\w`: RE2 places `\\b` by ASCII letters alone."""
+    return char.isalnum() or char == "_"
+
 
 _GREEK = [
     "alpha",
@@ -103,11 +123,11 @@ _COMMANDS = frozenset(
 )
 # Letter runs of three or more are words unless they are functions written without `\`.
 _FUNCTION_WORDS = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "log", "ln", "exp"})
-_TOKEN = re.compile(
+_TOKEN = patterns.compile(
     r"\\(?:begin|end)\{[a-zA-Z]*matrix\*?\}"  # matrix environments
     r"|\\[a-zA-Z]+"  # commands
     r"|\\[{}|\\]"  # escaped braces, `\|`, a row break `\\`
-    r"|\d+(?:\.\d+)?|\.\d+"
+    rf"|{DIGIT}+(?:\.{DIGIT}+)?|\.{DIGIT}+"
     r"|[a-zA-Z]+"
     r"|[-+*/^_()\[\]{},=<>!|'&. ]"
 )
@@ -115,15 +135,16 @@ _TOKEN = re.compile(
 
 def unread(text: str) -> str | None:
     """The first part of `text` outside the vocabulary, or None when all of it is in it."""
+    # One scan, not a match per position: RE2's binding encodes the whole text on every call.
+    # Tokens follow each other; the first gap between them is the part not read.
     position = 0
-    while position < len(text):
-        match = _TOKEN.match(text, position)
-        if match is None:
-            return text[position : position + 12]
+    for match in _TOKEN.finditer(text):
+        if match.start() != position:
+            break
         token = match[0]
         if token.startswith("\\") and token[1:].isalpha() and token[1:] not in _COMMANDS:
             return token
         if token.isalpha() and len(token) > 2 and token not in _FUNCTION_WORDS:
             return token
         position = match.end()
-    return None
+    return text[position : position + 12] if position < len(text) else None
