@@ -63,8 +63,9 @@ _AFTER_FUNCTION = patterns.compile(
 )
 # After a digit or `}` (`_after_number`).
 _NUMBER_DEGREES = patterns.compile(rf"{_DEGREE}|{S}*\\text\{{{S}*degrees?{S}*\}}")
+# Last: `(\n?)$` is Python's `$`, the newline kept (`_PERCENT.sub(r"\1", ...)`).
 _PERCENT = patterns.compile(
-    rf"{S}*(?:\\?%|\\text\{{{S}*\\?%{S}*\}}|{S}\\text\{{{S}*percent{S}*\}}|{S}percent)$"
+    rf"{S}*(?:\\?%|\\text\{{{S}*\\?%{S}*\}}|{S}\\text\{{{S}*percent{S}*\}}|{S}percent)(\n?)$"
 )
 # A dollar sign first, or last after a digit (taken along). `\n?$` is Python's `$`: the end,
 # or before a newline that ends the text (which `\left` taken off the end can leave).
@@ -73,12 +74,13 @@ _DOLLARS = patterns.compile(rf"^(-?){S}*\\\${S}*|({D}){S}*\\\$(\n?)$")
 # "6 cm"): in `\text{}`, or bare words after a space. A lone letter (`5 m`) may be a variable,
 # so bare units are words of two letters or more; `\mathrm{i}` and `\mathrm{e}` are numbers:
 # in braces, any of the characters below but `e`, `i` or `d` alone between spaces.
-_UNIT_WORDS = r"( *|(?: *(?:[a-zA-Z./'][a-zA-Z ./']*[a-zA-Z./']|[a-ce-hj-zA-Z./']) *))"
+_UNIT_WORDS = r"( *|(?: *(?:[a-zA-Z./'][a-zA-Z ./']*[a-zA-Z./']|[a-cf-hj-zA-Z./']) *))"
 _UNIT_TEXT = rf"\\(?:text|mbox|mathrm|textrm|textnormal)\{{{_UNIT_WORDS}\}}"
 # After a letter, digit, `}`, `.` or `)`, which is taken along: the unit starts one after.
+# `\n?$` is Python's `$` (only where the unit starts, and what it is, are read).
 _TRAILING_UNIT = patterns.compile(
     rf"[{WORD_CHARS}}}.)]{S}*(?:{_UNIT_TEXT}(\^\{{?{D}\}}?)?(?:{S}*/{S}*{_UNIT_TEXT})?"
-    rf"|{S}((?:[a-zA-Z]{{2,}}\.?)(?: [a-zA-Z]{{2,}}\.?){{0,2}}(?:\^\{{?{D}\}}?|/[a-z]+)?))$"
+    rf"|{S}((?:[a-zA-Z]{{2,}}\.?)(?: [a-zA-Z]{{2,}}\.?){{0,2}}(?:\^\{{?{D}\}}?|/[a-z]+)?))\n?$"
 )
 _VALUE_BEFORE = patterns.compile(rf"[{D}}}\\]")
 _TEXT = patterns.compile(
@@ -123,14 +125,15 @@ _CHOICE_LEAD = patterns.compile(
 _EMPTY = patterns.compile(rf"\\varnothing|\\emptyset|\\\{{{S}*\\\}}")
 
 _ARRAY = patterns.compile(r"\\begin\{array\}\{[^{}]*\}(.*?)\\end\{array\}", patterns.DOTALL)
-_ANGLE_BRACKETS = patterns.compile(r"\\langle(.*)\\rangle", patterns.DOTALL)
+# Read whole; `(\n?)` is what Python's `$` left after the match, a newline ending the text.
+_ANGLE_BRACKETS = patterns.compile(r"\\langle(.*)\\rangle(\n?)", patterns.DOTALL)
 # Brackets around a matrix environment are its delimiters, not a tuple of one (the two
 # environment names are compared on the match: RE2 has no backreference).
 _BRACKETED_MATRIX = patterns.compile(
-    r"[(\[](\\begin\{([pbB]?matrix)\}.*\\end\{([pbB]?matrix)\})[)\]]", patterns.DOTALL
+    r"[(\[](\\begin\{([pbB]?matrix)\}.*\\end\{([pbB]?matrix)\})[)\]](\n?)", patterns.DOTALL
 )
 _SPACE_RUN = patterns.compile(rf"{S}+")
-_FULL_STOP = patterns.compile(r"([A-Za-z])\.$")
+_FULL_STOP = patterns.compile(r"([A-Za-z])\.(\n?)$")
 
 # A mixed number before a factor (`2\frac{1}{2}\pi`) is 5/2 of it, not 2 * 1/2 of it. The
 # character before it (no digit, `.`, `}`, `^` or `_`) is taken along, and the factor after it
@@ -260,7 +263,7 @@ def read(answer: str) -> Reading:
     text = text.replace("$", "").replace("{,}", ",").replace("\\%", "%").strip()
     written = text
     percent = _PERCENT.search(text) is not None
-    text = _PERCENT.sub("", text)
+    text = _PERCENT.sub(r"\1", text)
     text = _TRIG_DEGREES.sub(_in_radians, text)
     if any(_after_number(match) for match in _NUMBER_DEGREES.finditer(text)):
         text = _NUMBER_DEGREES.sub(lambda m: "" if _after_number(m) else m[0], text)
@@ -336,17 +339,17 @@ def _value(text: str) -> str:
     text = _MIXED_FACTOR.sub(_mixed_factor, text)
     text = _DECIMAL_EXPONENT.sub(_exponent_as_fraction, text)
     if angled := _ANGLE_BRACKETS.fullmatch(text):
-        text = f"({angled[1]})"
+        text = f"({angled[1]}){angled[2]}"
     text = _ARRAY.sub(r"\\begin{pmatrix}\1\\end{pmatrix}", text)
     if (matrix := _BRACKETED_MATRIX.fullmatch(text)) and matrix[2] == matrix[3]:
-        text = matrix[1]
+        text = matrix[1] + matrix[4]
     text = IN_SET.sub("", text)
     # `12,345` alone, or after a name (`x = 12,345`), is one number; in a list it is two.
     name, value = _NAME.match(text).groups()
     if _THOUSANDS.fullmatch(value.replace(" ", "")):
         text = (name or "") + value.replace(",", "")
     text = _SPACE_RUN.sub(" ", text).strip()
-    text = _FULL_STOP.sub(r"\1", text)  # `\text{odd.}`
+    text = _FULL_STOP.sub(r"\1\2", text)  # `\text{odd.}`
     if lead := _CHOICE_LEAD.fullmatch(text):
         letter = next(group for group in (lead[1], lead[2], lead[3], lead[5]) if group)
         return f"({letter}) {lead[4]}" if lead[4] else f"({letter})"

@@ -27,12 +27,13 @@ SCALE_WORDS = {
 _SCALE_LETTERS = {"k": 10**3, "K": 10**3, "M": 10**6}
 # Words after a number that change its value in ways not read here (`5 tenths`, `3 halves`,
 # `2 pairs`): an answer with one is unsure, never "5 of something".
-# Case-blind: read `.translate(AS_I)` (see `vocabulary`).
+# Case-blind: read `.translate(AS_I)` (see `vocabulary`). Read whole, and anchored so: a search
+# would rescan a run of letters for `illion` at each match (quadratic on 100 kB of `dozens`).
 _VALUE_WORDS = patterns.compile(
-    r"(?:half|halves|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?"
+    r"^(?:half|halves|thirds?|quarters?|fourths?|fifths?|sixths?|sevenths?|eighths?|ninths?"
     r"|tenths?|hundredths?|thousandths?|millionths?|billionths?|pairs?|couples?|times"
     rf"|fold|squared|cubed|percent|per{S}?cent|percentage|points?|am|pm|a\.m|p\.m|o'?clock"
-    r"|noon|midnight|[a-z]*illions?|thousands|hundreds|dozens)",
+    r"|noon|midnight|[a-z]*illions?|thousands|hundreds|dozens)$",
     patterns.IGNORECASE,
 )
 _GENERIC = patterns.compile(

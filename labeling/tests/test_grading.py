@@ -30,6 +30,10 @@ CASES = [
     ("\\boxed{468}", "468", True),
     ("$468$", "468", True),
     ("$\\boxed{\\frac{7}{2}}$", "3.5", True),
+    # `\mathrm{e}` after a number is the number e, not a unit (a slip in the RE2 rewrite of
+    # the unit words read it as one: caught by comparing old and new verdicts, not the corpus).
+    ("2\\mathrm{e}", "2e", True),
+    ("3\\text{e}", "3e", True),
     ("The answer is $\\boxed{5}$.", "5", True),
     ("40,\\!000", "40000", True),
     ("40,000", "40000", True),
