@@ -1,10 +1,12 @@
 """Quality control in a real browser: the landing page, the guidelines, deactivating a labeler."""
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
-from labeling.models import Guideline, Problem, Solution
+from labeling.models import Guideline, LabelingSession, Problem, Solution
 from labeling.services.labelers import get_or_create_labeler
 from labeling.tests.test_quality import label
 
@@ -37,9 +39,11 @@ def test_annotator_sees_progress_and_rendered_guidelines(browser, live_server, u
         gold_ratings=[1, 1],
     )
     label(get_or_create_labeler(user=users["ann"]), gold, [1, 0])
+    # Submitted yesterday: a labeler's agreement with gold counts labels before today.
+    LabelingSession.objects.update(submitted_at=timezone.now() - timedelta(days=1))
 
     page = log_in(browser, live_server, "ann")
-    assert page.locator('[data-figure="today-solutions"]').inner_text() == "1"
+    assert page.locator('[data-figure="today-solutions"]').inner_text() == "0"
     assert page.locator('[data-figure="step-agreement"]').inner_text() == "50%"
     assert page.get_by_role("link", name="Start labeling").is_visible()
     assert page.get_by_role("link", name="Quality").count() == 0
