@@ -8,9 +8,7 @@ each with and without a character that makes the match fail at the very end.
 """
 
 import ast
-import contextlib
 import importlib
-import signal
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 import re2
 
 from core import patterns
+from core.tests.cpu_bound import Slow, cpu_bound
 
 ROOT = Path(__file__).resolve().parents[2]
 # Tests and benchmarks read the project's own output, not what people or models write.
@@ -152,24 +151,6 @@ def adversarial(pattern: str, size: int = SIZE) -> list[str]:
     return strings
 
 
-class _Slow(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _cpu_bound(seconds: float):
-    def stop(*_):
-        raise _Slow
-
-    previous = signal.signal(signal.SIGVTALRM, stop)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-        signal.signal(signal.SIGVTALRM, previous)
-
-
 def _slowest(compiled, strings: list[str], *, scan: bool = True) -> tuple[float, str]:
     """The most CPU seconds a search (and with `scan`, a full scan of the matches) takes on
     one string."""
@@ -177,11 +158,11 @@ def _slowest(compiled, strings: list[str], *, scan: bool = True) -> tuple[float,
     for text in strings:
         started = time.process_time()
         try:
-            with _cpu_bound(BOUND_SECONDS):
+            with cpu_bound(BOUND_SECONDS):
                 compiled.search(text)
                 for _ in compiled.finditer(text) if scan else ():
                     pass
-        except _Slow:
+        except Slow:
             return (float("inf"), text)
         worst = max(worst, (time.process_time() - started, text))
     return worst

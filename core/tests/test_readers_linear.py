@@ -6,13 +6,12 @@ grown and recounted per paragraph). Each reader here is given hostile replies of
 100 kB: ten times the text may take about ten times the CPU, not a hundred.
 """
 
-import contextlib
-import signal
 import time
 
 import pytest
 
 from core.answers import extract_answer, final_answer, last_boxed, stated_answer
+from core.tests.cpu_bound import Slow, cpu_bound
 from generators.prompts import parse_solution, step_answer
 from labeling import mathtext
 from labeling.grading.normalise import read
@@ -80,24 +79,6 @@ TIMED_FROM_SECONDS = 0.05
 BOUND_SECONDS = 5.0
 
 
-class _Slow(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def _cpu_bound(seconds: float):
-    def stop(*_):
-        raise _Slow
-
-    previous = signal.signal(signal.SIGVTALRM, stop)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-        signal.signal(signal.SIGVTALRM, previous)
-
-
 def _cpu(reader, text: str, *, repeats: int = 1) -> float:
     """The fastest of `repeats` runs, in seconds (a run past BOUND_SECONDS of CPU is inf):
     the fastest, so that a collection or another process's burst does not count."""
@@ -105,9 +86,9 @@ def _cpu(reader, text: str, *, repeats: int = 1) -> float:
     for _ in range(repeats):
         started = time.perf_counter()
         try:
-            with _cpu_bound(BOUND_SECONDS):
+            with cpu_bound(BOUND_SECONDS):
                 reader(text)
-        except _Slow:
+        except Slow:
             return float("inf")
         except Exception:  # refusing hostile text is an answer too, if it is quick
             pass
