@@ -198,10 +198,9 @@ class Agreement:
         return self.steps_agreed / self.steps_total if self.steps_total else None
 
 
-def _first_submitted(extra: dict | None) -> tuple[str, dict[int, int]] | None:
+def _first_submitted(history: list | None) -> tuple[str, dict[int, int]] | None:
     """(finish reason, step index -> rating) of a corrected label as first submitted, from
     the versions `labeling.services.corrections` keeps; None for a label never reopened."""
-    history = (extra or {}).get("corrections") or []
     first = history[0].get("previous") if history else None
     if first is None:
         return None
@@ -237,13 +236,14 @@ def gold_agreement_by_labeler(
         rated[session_id][index] = rating
 
     result: dict[int, Agreement] = defaultdict(Agreement)
-    for session_id, labeler_id, finish_reason, gold, extra in sessions.values_list(
-        "pk", "labeler_id", "finish_reason", "solution__gold_ratings", "extra"
+    # Only the corrections' history of `extra`: an imported label's extra holds its raw line.
+    for session_id, labeler_id, finish_reason, gold, history in sessions.values_list(
+        "pk", "labeler_id", "finish_reason", "solution__gold_ratings", "extra__corrections"
     ):
         agreement = result[labeler_id]
         agreement.sessions += 1
         mine = rated.get(session_id, {})
-        if first := _first_submitted(extra):
+        if first := _first_submitted(history):
             finish_reason, mine = first
         if finish_reason in COMPLETE:
             agreement.exact_total += 1
