@@ -19,8 +19,8 @@ from labeling.grading.quantities import clock_verdict, conversion
 from labeling.grading.structures import as_set, compound, in_base, malformed, tower, unending, union
 from labeling.grading.symbolic import verify_within_limit
 from labeling.grading.verdict import Verdict, every
+from labeling.grading.vocabulary import FUNCTION_WORDS, unread
 from labeling.grading.vocabulary import SPACE as S
-from labeling.grading.vocabulary import unread
 
 # One logger for the whole grader: operators filter on it.
 logger = logging.getLogger("labeling.grading")
@@ -43,6 +43,11 @@ _QUALIFIED = patterns.compile(rf"(.+?){S}+(?:function|functions|number|numbers)"
 _NEITHER = patterns.compile(r"neither(?: even nor odd| odd nor even)?")
 _WORDS = patterns.compile(r"[A-Za-z]{2,}(?:[ -][A-Za-z]+)*")
 _ARTICLE = patterns.compile(r"^(?:an?|the) ")
+# Two words in a row that are not a command's name: a sentence ("no, it is not possible",
+# "Alice wins"). What a sentence says beyond its first word is not read, so a sentence is never
+# called different from a shorter answer: a person decides.
+_PROSE = patterns.compile(r"(?:^|[^\\a-zA-Z])[a-zA-Z]{2,}[ ,;.]+[a-zA-Z]{2,}")
+_NAME = patterns.compile(r"(\\?)([a-zA-Z]{2,})")
 
 
 def grade(answer: str, ground_truth: str) -> Verdict:
@@ -65,7 +70,10 @@ def grade(answer: str, ground_truth: str) -> Verdict:
             return Verdict.NOT_EQUAL
         if (clock := clock_verdict(left.written, right.written)) is not None:
             return clock
-        return _quantities(left, right)
+        verdict = _quantities(left, right)
+        if verdict is Verdict.NOT_EQUAL and (_prose(left) or _prose(right)):
+            return Verdict.UNSURE
+        return verdict
     except Exception:  # noqa: BLE001 - a grader must answer, not crash an import
         logger.warning("Grading failed; unsure: %r vs %r", answer, ground_truth, exc_info=True)
         return Verdict.UNSURE
@@ -269,6 +277,22 @@ def _words(text: str) -> bool:
     if _WORDS.fullmatch(text) is None:
         return False
     return len(text) > 3 or text.lower() in _SHORT_WORDS
+
+
+def _prose(reading: Reading) -> bool:
+    """A sentence, not a word answer: "an odd function" and "neither even nor odd" are words,
+    so are a unit's (`square units`). A count noun read as the unit is a word of the sentence
+    too (`900, it is not`), and so is a closed-class word (pint reads `are` as 100 m^2)."""
+    names = [word.lower() for slash, word in _NAME.findall(reading.written) if not slash]
+    key = _word_key(" ".join(names))
+    if " " not in key:
+        return False  # one word at most: `No`, `\\text{odd.}`, `x < 1 \\text{ or } x > 2`
+    text = reading.text
+    if reading.unit is not None and reading.unit.kind in ("count", "unknown"):
+        text = f"{text} {reading.unit.text}"
+    if _PROSE.search(_word_key(text) if _words(text) else text):
+        return True
+    return not FUNCTION_WORDS.isdisjoint(key.split())
 
 
 def _word_key(text: str) -> str:

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 from core import patterns
 from labeling.grading.verdict import Verdict
-from labeling.grading.vocabulary import AS_I, SPACE_CHARS, WORD_CHARS
+from labeling.grading.vocabulary import AS_I, FUNCTION_WORDS, SPACE_CHARS, WORD_CHARS
 from labeling.grading.vocabulary import DIGIT as D
 from labeling.grading.vocabulary import SPACE as S
 
@@ -74,6 +74,8 @@ def unit_of(text: str) -> Unit:
         return Unit("units", "generic")
     if _VALUE_WORDS.fullmatch(text.translate(AS_I)) or text in SCALE_WORDS:
         return Unit(text, "unknown")
+    if not FUNCTION_WORDS.isdisjoint(text.split()):
+        return Unit(text, "unknown")  # `5 more`, `5 is wrong`; pint reads `are` as 100 m^2
     measure = _measure(text)
     if measure is not None:
         return Unit(measure, "measure")

@@ -26,6 +26,29 @@ WORD = rf"[{WORD_CHARS}]"
 AS_I = str.maketrans("ıİ", "ii")
 
 
+# English's closed word classes (negations, pronouns, auxiliaries, prepositions, conjunctions,
+# determiners, degree words): a word after a number is read as the noun that is counted
+# (`5 students`) only when none of its words is one of these, which change or qualify the value
+# (`5 not`, `5 more`, `5 at most`, `5 is wrong`). Nouns are an open class; these are not.
+FUNCTION_WORDS = frozenset(
+    """
+    not no never none nor neither either yes
+    is are was were be been being am isn aren can cannot could would should will shall may
+    might must do does did done has have had
+    it its this that these those there here they them their he she we you his her our your
+    and or but if then so because since than as also only just even still yet thus hence
+    therefore else otherwise
+    of to in on at by for from with without into onto over under above below between among
+    about around after before until via within
+    more less fewer most least much many few several some any all each every both other
+    exactly approximately nearly almost roughly about around up down off out away
+    too very quite rather extra plus minus times
+    what which who whom whose when where why how whether
+    true false wrong right correct incorrect possible impossible
+    """.split()  # noqa: SIM905 - read as word lists, one class per line
+)
+
+
 def is_word(char: str) -> bool:
     """Whether `char` is in Python's `\\w`: RE2 places `\\b` by ASCII letters alone."""
     return char.isalnum() or char == "_"

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from labeling.grading import GradingPool, Verdict, grade, grade_answer, is_equivalent
 from labeling.grading.corpus import measure, read_pairs
@@ -364,3 +367,47 @@ def test_a_verdict_has_no_truth_value():
     # `if verdict:` would read unsure as one of the others; the type refuses it.
     with pytest.raises(TypeError, match="equal, not equal or unsure"):
         bool(grade("1", "1"))
+
+
+# Free-text ground truths of competition data (issue 46, item 7): a sentence is not read past
+# its words, so against a short answer it is neither accepted nor rejected; a person decides.
+FREE_TEXT = [
+    ("no, it is not possible", "No"),
+    ("It is not possible", "No"),
+    ("900, as there are 900 values in the range", "900 (i.e., all values)"),
+    ("900", "900 (i.e., all values)"),
+    ("p \\mod 1979 = 0", "0"),
+    ("no real solutions", "none"),
+    ("Alice wins", "Alice"),
+    ("yes, for every n", "Yes"),
+]
+
+
+@pytest.mark.parametrize(("answer", "truth"), FREE_TEXT)
+def test_a_free_text_answer_is_unsure_not_rejected_nor_accepted(answer, truth):
+    assert grade(answer, truth) is Verdict.UNSURE
+    assert grade(truth, answer) is Verdict.UNSURE
+
+
+@pytest.mark.parametrize(
+    ("answer", "truth"),
+    [("even", "odd"), ("Yes", "No"), ("Tuesday", "Wednesday"), ("an odd function", "even")],
+)
+def test_one_word_answers_are_still_decided(answer, truth):
+    assert grade(answer, truth) is Verdict.NOT_EQUAL
+
+
+_PROSE_WORDS = ["it", "is", "not", "possible", "there", "are", "values", "as", "because", "so",
+                "every", "wins", "cannot", "be", "done", "all", "of", "them"]  # fmt: skip
+
+
+@hypothesis_settings(max_examples=150, deadline=None)
+@given(
+    lead=st.sampled_from(["", "no, ", "yes, ", "No. ", "900, ", "5 "]),
+    words=st.lists(st.sampled_from(_PROSE_WORDS), min_size=2, max_size=8),
+    short=st.sampled_from(["No", "Yes", "900", "5", "0", "none", "\\emptyset", "\\frac{1}{2}"]),
+)
+def test_a_sentence_against_a_short_answer_is_never_decided(lead, words, short):
+    sentence = lead + " ".join(words)
+    assert grade(sentence, short) is Verdict.UNSURE
+    assert grade(short, sentence) is Verdict.UNSURE
