@@ -2,8 +2,8 @@
 with a bootstrap interval: pure functions over items and step scores.
 
 - First-error prediction (ProcessBench's): the first step scored below a FIXED threshold
-  (THRESHOLD, 0.5) is the predicted first error. The threshold is never tuned on the items it
-  is reported on. Accuracy on the erroneous items, on the correct items, and F1.
+  (THRESHOLD, 0.5, as ProcessBench's own evaluation code) is the predicted first error. The
+  threshold is never tuned. Accuracy on the erroneous items, on the correct items, and F1.
   Baselines on the same items: "no error" (predict -1 everywhere), "random" (say "erroneous"
   at the set's base rate, at a uniformly random step: the expected accuracies) and
   "first step" (predict step 0 everywhere).
@@ -23,8 +23,13 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-THRESHOLD = 0.5
-THRESHOLD_RULE = "fixed at 0.5, not tuned on these items"
+from trainer.training import metrics
+
+# ProcessBench's protocol, as its released evaluation code runs a PRM: a step is wrong when the
+# PRM says so (the argmax of its classes: a score below one half); nothing is tuned. One rule
+# for the evaluation sets, the `processbench` command and the held-out slice (docs/evaluation.md).
+THRESHOLD = metrics.THRESHOLD
+THRESHOLD_RULE = "0.5, ProcessBench's rule: a step scored below one half is wrong; never tuned"
 RESAMPLES = 1000
 SEED = 0
 LEVEL = 0.95
@@ -55,10 +60,6 @@ def _first_error(scores: Sequence[float], threshold: float) -> int:
     return next((i for i, score in enumerate(scores) if score < threshold), -1)
 
 
-def _harmonic(a: float | None, b: float | None) -> float:
-    return 2 * a * b / (a + b) if a and b else 0.0
-
-
 def _first_error_counts(hits: list[tuple[bool, bool]], weights: Sequence[int]) -> dict:
     """`hits` per item: (is erroneous, prediction right); accuracies and F1 under weights."""
     bad = good = hit_bad = hit_good = 0
@@ -72,7 +73,7 @@ def _first_error_counts(hits: list[tuple[bool, bool]], weights: Sequence[int]) -
     acc_bad = hit_bad / bad if bad else None
     acc_good = hit_good / good if good else None
     return {
-        "first_error_f1": _harmonic(acc_bad, acc_good),
+        "first_error_f1": metrics.harmonic(acc_bad, acc_good),
         "first_error_acc_erroneous": acc_bad,
         "first_error_acc_correct": acc_good,
     }
@@ -163,16 +164,12 @@ def evaluate(
         boot_auroc.append(auroc(weights))
 
     erroneous = [item for item in items if item.label != -1]
-    rate = len(erroneous) / n if n else 0.0
-    random_bad = (
-        rate * sum(1 / len(i.steps) for i in erroneous) / len(erroneous) if erroneous else None
-    )
-    random_good = 1 - rate if n > len(erroneous) else None
+    random_bad, random_good = metrics.random_first_error([(i.label, len(i.steps)) for i in items])
     first_bad = sum(i.label == 0 for i in erroneous) / len(erroneous) if erroneous else None
     baselines = {
         "first_error_f1": {
             "no_error": 0.0,
-            "random": _harmonic(random_bad, random_good),
+            "random": metrics.harmonic(random_bad, random_good),
             "first_step": 0.0,
         },
         "first_error_acc_erroneous": {

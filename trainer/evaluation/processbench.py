@@ -6,12 +6,13 @@ The PRM predicts the first step whose score falls below a threshold (-1 when non
 Reported as the benchmark does: accuracy on the erroneous items (the predicted index is the
 label), accuracy on the correct items (nothing predicted), and F1, their harmonic mean.
 
-The threshold is a choice: `sweep` reports every threshold of a grid; `choose_threshold`
-takes the best F1 on a development split, to be reported on the rest, so that the figure
-quoted is not tuned on the items it is measured on.
+The threshold is ProcessBench's own (its released evaluation code takes the PRM's argmax: a
+step scored below one half is wrong), the same for evaluation sets, this command and the
+held-out slice of a training run (`trainer.evaluation.figures.THRESHOLD`). `sweep` shows every
+threshold of a grid as a diagnostic; a threshold picked from it is tuned on the items it would
+be reported on, so no figure is.
 """
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,21 +82,6 @@ def sweep(
     items: Sequence[Item], step_scores: Sequence[Sequence[float]], grid: Sequence[float] = GRID
 ) -> list[Result]:
     return [evaluate(items, step_scores, t) for t in grid]
-
-
-def split(n: int, *, dev_fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """Indices of a development part and the rest, by a seeded shuffle."""
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
-    cut = round(n * dev_fraction)
-    return sorted(order[:cut]), sorted(order[cut:])
-
-
-def choose_threshold(
-    items: Sequence[Item], step_scores: Sequence[Sequence[float]], grid: Sequence[float] = GRID
-) -> float:
-    """The threshold of the best F1 on these items (the lowest of equals)."""
-    return max(sweep(items, step_scores, grid), key=lambda r: (r.f1, -r.threshold)).threshold
 
 
 def format_result(result: Result) -> str:

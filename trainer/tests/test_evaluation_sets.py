@@ -15,11 +15,11 @@ from django.urls import reverse
 
 from labeling.models import Problem
 from trainer import pipeline
-from trainer.evaluation import sets
+from trainer.evaluation import figures, sets
 from trainer.evaluation.models import Evaluation, EvaluationSet
 from trainer.models import ModelVersion, TrainingRun
 from trainer.tests.labels import label_demo_solutions
-from trainer.training import dataset, model_versions, runs
+from trainer.training import dataset, metrics, model_versions, runs
 from trainer.training.ml.prm import PRM
 from trainer.training.params import TrainingParams
 
@@ -100,7 +100,7 @@ def test_a_processbench_file_registered_on_the_page_evaluates_every_new_version(
         run.log_tail
     )
     results = evaluation.results
-    assert results["threshold_rule"] == "fixed at 0.5, not tuned on these items"
+    assert results["threshold_rule"] == figures.THRESHOLD_RULE
     f1 = results["figures"]["first_error_f1"]
     assert f1["low"] <= f1["value"] <= f1["high"]
     assert set(f1["baselines"]) == {"no_error", "random", "first_step"}
@@ -187,6 +187,27 @@ def test_a_version_at_the_baseline_of_its_held_out_slice_is_not_promoted(researc
     assert version.promotion == reason
 
 
+def test_the_held_out_first_error_f1_is_read_against_a_random_guess_not_a_constant_zero(
+    researcher,
+):
+    # Issue 46, item 5: "first_error_f1 0.0000 is at or below always saying 'no error' 0.0000"
+    # closed every run's log whatever the data: that baseline is 0 by construction.
+    scores = [[0.9, 0.9, 0.9, 0.9]] * 4
+    labels = [[1, 1, -1, 0], [1, -1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
+    held_out = metrics.first_error_metrics(scores, labels)
+    # Half the items erroneous, 4 steps each: a random guess finds the first error 1/2 * 1/4 of
+    # the time and leaves a correct item alone 1/2 of the time: F1 2(1/8)(1/2)/(5/8) = 0.2.
+    assert held_out["first_error_f1"] == 0.0
+    assert held_out["first_error_f1_random"] == pytest.approx(0.2)
+    run = TrainingRun.objects.create(status="running")
+    _, reason = model_versions.record_model_version(
+        run=run, checkpoint="/nowhere", metrics={"step_auroc": 0.7, **held_out}
+    )
+    assert "first_error_f1 0.0000 is at or below a random first-error guess 0.2000" in reason
+    assert "0.0000 is at or below" not in reason.replace("first_error_f1 0.0000 is", "")
+    assert "always saying" not in reason
+
+
 def test_a_version_at_the_baseline_of_the_evaluation_set_is_not_promoted(tmp_path):
     chosen = sets.register_processbench_set(name="pb", path=pb_file(tmp_path))
     run = TrainingRun.objects.create(status="succeeded")
@@ -264,12 +285,12 @@ def test_the_processbench_command_prints_the_interval_and_the_baselines(tmp_path
     trained_version(tmp_path, "v1", is_active=True)
     out = io.StringIO()
 
-    call_command("processbench", str(pb_file(tmp_path)), "--dev-fraction", "0.5", stdout=out)
+    call_command("processbench", str(pb_file(tmp_path)), stdout=out)
 
     text = out.getvalue()
     assert "95% bootstrap interval, 1000 resamples" in text
     assert "First-error F1:" in text and "baselines: no error 0.000" in text
-    assert "chosen on 3 development items" in text
+    assert "6 items" in text and "ProcessBench's rule" in text
 
 
 def test_the_command_registers_a_processbench_file_in_one_step(tmp_path):

@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from trainer.evaluation import processbench
+from trainer.evaluation import figures, processbench
 from trainer.models import ModelVersion
 from trainer.training.ml.prm import PRM
 
@@ -40,12 +40,6 @@ def test_accuracies_and_f1_as_worked_out_by_hand(items):
     assert processbench.evaluate(items, SCORES, 0.1).f1 == 0.0
 
 
-def test_the_threshold_is_the_best_f1_lowest_first(items):
-    # F1 2/3 from 0.25 to 0.40 (A right, B wrong, C and D right) and from 0.65 to 0.80 (A, B, C
-    # right, D wrong); 0.5 in between, 0 at both ends: the lowest of the best is 0.25.
-    assert processbench.choose_threshold(items, SCORES) == 0.25
-
-
 def test_a_bad_line_names_file_and_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(ITEMS[0]) + "\n" + json.dumps({**ITEMS[1], "label": 2}) + "\n")
@@ -55,17 +49,37 @@ def test_a_bad_line_names_file_and_line(tmp_path):
 
 
 @pytest.mark.django_db
-def test_the_command_scores_with_the_active_version_and_reports_a_held_out_f1(tmp_path, items):
+def test_the_command_reports_one_f1_by_processbenchs_rule_and_the_sweep_only_as_a_diagnostic(
+    tmp_path, items
+):
+    # Issue 46, item 4: one protocol for every F1 stepwise reports; the command used to quote a
+    # threshold tuned on half the file beside the evaluation set's fixed 0.5.
     corpus = [step for item in ITEMS for step in item["steps"]] * 5
     PRM.build(base_model=None, corpus=corpus, seed=2).save(tmp_path / "run-1")
     ModelVersion.objects.create(name="v1", checkpoint=str(tmp_path / "run-1"), is_active=True)
     path = tmp_path / "pb.jsonl"
     out = io.StringIO()
 
-    call_command("processbench", str(path), "--dev-fraction", "0.5", stdout=out)
+    call_command("processbench", str(path), stdout=out)
 
     text = out.getvalue()
-    assert "4 items" in text and "chosen on 2 development items), on 2 items" in text
+    assert "4 items" in text and f"Threshold {figures.THRESHOLD_RULE}:" in text
+    assert text.count("First-error F1:") == 1 and "Sweep" not in text
+    assert "chosen on" not in text and "development" not in text
+
+    out = io.StringIO()
+    call_command("processbench", str(path), "--sweep", "--threshold", "0.3", stdout=out)
+    text = out.getvalue()
+    assert "0.3, given with --threshold; not ProcessBench's rule" in text
+    assert "none of them is a figure to report" in text
     assert text.count("\n") > len(processbench.GRID)
     with pytest.raises(CommandError, match="between 0 and 1"):
-        call_command("processbench", str(path), "--dev-fraction", "1")
+        call_command("processbench", str(path), "--threshold", "1")
+    with pytest.raises(CommandError):
+        call_command("processbench", str(path), "--dev-fraction", "0.5")
+
+
+def test_the_evaluation_set_and_the_command_share_one_threshold_rule():
+    from trainer.training import metrics
+
+    assert figures.THRESHOLD == metrics.THRESHOLD == 0.5

@@ -49,6 +49,25 @@ def step_metrics(
     }
 
 
+def harmonic(a: float | None, b: float | None) -> float:
+    """F1 of two accuracies, ProcessBench's way: 0 when either is 0 or missing."""
+    return 2 * a * b / (a + b) if a and b else 0.0
+
+
+def random_first_error(items: Sequence[tuple[int, int]]) -> tuple[float | None, float | None]:
+    """The expected accuracies, on the erroneous and on the correct items, of a guess that
+    says "erroneous" at the items' base rate, at a uniformly random step. `items`: (first
+    error or -1, number of steps). Its F1 is the first-error F1's baseline: the F1 of always
+    saying "no error" is 0 by construction and says nothing about the data."""
+    erroneous = [steps for label, steps in items if label != -1]
+    if not items:
+        return None, None
+    rate = len(erroneous) / len(items)
+    bad = rate * sum(1 / max(1, n) for n in erroneous) / len(erroneous) if erroneous else None
+    good = 1 - rate if len(items) > len(erroneous) else None
+    return bad, good
+
+
 def first_error_metrics(
     step_scores: Sequence[Sequence[float]], labels: Sequence[Sequence[int]]
 ) -> dict:
@@ -59,6 +78,7 @@ def first_error_metrics(
     """
     hits = {True: 0, False: 0}
     totals = {True: 0, False: 0}
+    firsts = [(row.index(-1) if -1 in row else -1, len(row)) for row in labels]
     for scores, row in zip(step_scores, labels, strict=True):
         truth = row.index(-1) if -1 in row else None
         predicted = next((i for i, s in enumerate(scores) if s < THRESHOLD), None)
@@ -73,10 +93,12 @@ def first_error_metrics(
         f1 = 0.0
     else:
         f1 = 2 * acc_erroneous * acc_correct / (acc_erroneous + acc_correct)
+    random_bad, random_good = random_first_error(firsts)
     return {
         "first_error_f1": f1,
         "first_error_acc_erroneous": acc_erroneous,
         "first_error_acc_correct": acc_correct,
+        "first_error_f1_random": (harmonic(random_bad, random_good) if f1 is not None else None),
     }
 
 

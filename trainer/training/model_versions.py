@@ -42,7 +42,7 @@ def _held_out_baseline(metric: str, metrics: dict) -> tuple[float | None, str]:
     if metric == "step_auroc":
         return 0.5, "random scoring"
     if metric == "first_error_f1":
-        return 0.0, "always saying 'no error'"
+        return metrics.get("first_error_f1_random"), "a random first-error guess"
     if metric == "best_of_n":
         return metrics.get("best_of_n_random"), "a random choice"
     return None, ""
