@@ -118,7 +118,8 @@ def test_only_training_ml_imports_torch():
 # chains a selection after a sampling run must.
 TRAINER_MAY_IMPORT: dict[str, set[str]] = {
     "sampling": set(),
-    "training": {"sampling"},
+    # Training reads the judge's labels (consensus, the judge label source) by importing them.
+    "training": {"sampling", "judging"},
     "scoring": {"training"},
     "selection": {"training", "scoring"},
     "judging": set(),
@@ -146,3 +147,34 @@ def test_the_model_sides_rooms_import_only_the_rooms_below_them():
                 if target and target != room and target not in TRAINER_MAY_IMPORT[room]:
                     wrong.append(f"{path.relative_to(ROOT)} imports {module}")
     assert not wrong, "arrows between the model side's rooms:\n" + "\n".join(sorted(wrong))
+
+
+# The runtime hooks: where a room below needs what a room above computes, the room above
+# plugs a function into a registry of the room below from its app's ready(). No import
+# shows that arrow, so each is declared here: (the app that plugs it, the registry function).
+# A new `register_*` call in an apps.py fails the test below until it is declared.
+HOOKS = {
+    ("trainer", "register_import_jobs"): "labeling's import jobs run the trainer's public formats",
+    ("trainer", "register_first_error_sources"): "the quality page compares machine first errors",
+    ("trainer", "register_reader"): "the workbench shows the newest judge labels",
+}
+
+
+def runtime_hooks() -> set[tuple[str, str]]:
+    found = set()
+    for room in ROOMS:
+        for path in (ROOT / room).rglob("apps.py"):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.Call):
+                    name = getattr(node.func, "id", None) or getattr(node.func, "attr", "")
+                    if name.startswith("register_"):
+                        found.add((room, name))
+    return found
+
+
+def test_every_runtime_hook_is_declared():
+    hooks = runtime_hooks()
+    assert hooks == set(HOOKS), (
+        f"undeclared hooks: {sorted(hooks - set(HOOKS))}; "
+        f"declared but gone: {sorted(set(HOOKS) - hooks)}"
+    )

@@ -22,8 +22,9 @@ first unlabeled step, as human and rollout examples do (`example_prefix`).
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from labeling.judge_display import JudgeShown, newest_judge_labels
+from labeling.judge_display import JudgeShown
 from labeling.models import Solution
+from trainer.judging.selectors import newest_judge_labels
 from trainer.sampling.models import RolloutLabel
 from trainer.sampling.rollouts import latest_run_labels, rollout_labels_of
 from trainer.training.metrics import THRESHOLD
