@@ -9,6 +9,7 @@ from generators.models import LocalModel
 from labeling.filters import FilterForm
 from labeling.services.overlap import OverlapParams
 from trainer.selection.services import SelectionParams
+from trainer.training.base_models import refusal as base_model_refusal
 from trainer.training.params import TrainingParams
 
 
@@ -40,6 +41,7 @@ class TrainingRunForm(forms.Form):
             )
         )
         self.fields["base_model"].widget = SuggestingInput(options=recorded)
+        self.recorded = recorded
         if recorded:
             self.fields["base_model"].help_text += f" Recorded: {', '.join(recorded)}."
 
@@ -49,7 +51,29 @@ class TrainingRunForm(forms.Form):
             self.training_params = params_from_form(
                 self, TrainingParams, only=list(self.fields), build=TrainingParams.requested
             )
+            self._reword_base_model_refusal()
         return data
+
+    def _reword_base_model_refusal(self) -> None:
+        # The API's refusal names PRM_MODEL_DIR's place on the server; a person at the form is
+        # told what to choose instead, and no path of the server's (issue 43).
+        errors = self.errors.get("base_model")
+        if not errors or base_model_refusal() not in errors:
+            return
+        message = base_model_refused(recorded=self.recorded)
+        self.errors["base_model"] = self.error_class(
+            [message if error == base_model_refusal() else error for error in errors]
+        )
+
+
+def base_model_refused(*, recorded: list[str]) -> str:
+    """The form's one sentence for every base model refused at request time (as the API's,
+    nothing in it depends on the disk), naming the recorded checkpoints to choose from."""
+    choose = f"Choose a recorded one ({', '.join(recorded)}), or leave" if recorded else "Leave"
+    return (
+        "No recorded checkpoint model has this name, and it is not a checkpoint directory "
+        f"inside the models directory. {choose} the field empty for the default base model."
+    )
 
 
 class OverlapForm(forms.Form):

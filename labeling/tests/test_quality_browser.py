@@ -70,7 +70,7 @@ def test_admin_deactivates_and_reactivates_a_labeler(browser, live_server, users
     row = page.locator(f'tr[data-labeler="{ann.uuid}"]')
 
     row.get_by_role("button", name="Deactivate ann").click()
-    page.wait_for_selector(".messages li")
+    page.wait_for_selector(".messages [role=status]")
     assert status.inner_text().strip() == "inactive"
     users["ann"].refresh_from_db()
     assert not users["ann"].is_active
@@ -79,7 +79,7 @@ def test_admin_deactivates_and_reactivates_a_labeler(browser, live_server, users
     page.locator(f'tr[data-labeler="{ann.uuid}"]').get_by_role(
         "button", name="Reactivate ann"
     ).click()
-    page.wait_for_selector(".messages li:has-text('reactivated')")
+    page.wait_for_selector(".messages [role=status]:has-text('reactivated')")
     assert status.inner_text().strip() == "active"
     users["ann"].refresh_from_db()
     assert users["ann"].is_active
