@@ -49,6 +49,7 @@ class TrainingRunSerializer(serializers.ModelSerializer):
             "metrics",
             "peak_rss_bytes",
             "peak_cuda_bytes",
+            "estimated_peak_bytes",
             *jobs.API_FIELDS,
         ]
         read_only_fields = fields

@@ -37,6 +37,10 @@ class TrainingRun(Job):
     peak_cuda_bytes = models.BigIntegerField(
         null=True, blank=True, help_text="Peak CUDA memory allocated, bytes."
     )
+    # The estimate the run was admitted on (trainer.training.ml.memory), beside what it used.
+    estimated_peak_bytes = models.BigIntegerField(
+        null=True, blank=True, help_text="Estimated peak memory before the first step, bytes."
+    )
     metrics = models.JSONField(default=list, blank=True, help_text="Held-out metrics per epoch.")
     celery_task_id = models.CharField(max_length=255, blank=True)
 

@@ -225,7 +225,7 @@ class RunRecorder:
             return
         if "cut" in event:
             self.fields["cut"] = event["cut"]
-        for key in ("peak_rss_bytes", "peak_cuda_bytes"):
+        for key in ("peak_rss_bytes", "peak_cuda_bytes", "estimated_peak_bytes"):
             if event.get(key) is not None:
                 self.fields[key] = event[key]
         if "step" in event:

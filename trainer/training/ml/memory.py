@@ -1,13 +1,20 @@
 """Memory of a training run: its estimated peak before it starts, and its measured peak.
 
-The estimate is weights + gradients + AdamW's two moments (fp32, gradients and moments of the
-trainable weights only) + activations of one micro-batch of `max_tokens_per_micro_batch` tokens
-+ the runtime itself. Activations are what grows with the token budget: per token and decoder
-layer a Llama-shaped layer keeps about 11 hidden-sized and 4 intermediate-sized fp32 vectors
-for its backward pass. With gradient checkpointing it keeps each layer's input (plus the
-recomputation's working set of about three layers' worth); attention is torch's fused sdpa
-(`trainer.training.ml.attention`), which keeps no tokens² matrices. The constants were measured
-on SmolLM2-135M on the CPU (2,000-token rows) and err on the high side.
+The estimate is what the process holds when it is made (measured: the runtime, the data and
+the weights, loaded by then; on CUDA the weights and RUNTIME_BYTES for the context) + the
+optimizer's state of the trainable weights (fp32 gradients, AdamW's two moments, and the
+working copy its step makes) + the activations of one micro-batch of
+`max_tokens_per_micro_batch` tokens. Activations grow with the token budget: with gradient
+checkpointing each decoder layer keeps its input and the recomputation's working set for its
+backward pass; attention is torch's fused sdpa (`trainer.training.ml.attention`), which keeps
+no tokens² matrices.
+
+The constants are measured, not derived: SmolLM2-135M trained on the CPU for two optimizer
+steps (the second step's peak is the steady one: AdamW's moments exist, then the activations
+come) on micro-batches of 2,000 and 4,000 tokens peaked at 3.86 and 5.20 GiB in a fresh
+process; the per-token cost is the difference over the tokens (about 0.7 MB a token, 1.6
+times what counting the layer's vectors gives), and the rest is held + optimizer (docs/
+benchmarks.md, "Training memory").
 """
 
 import os
@@ -17,9 +24,12 @@ from dataclasses import dataclass
 import torch
 
 GB = 1024**3
-RUNTIME_BYTES = int(0.6 * GB)  # torch, transformers, the tokenizer and the data
-CHECKPOINTED_LAYER_VECTORS = 4  # hidden-sized fp32 vectors kept per token and layer
+RUNTIME_BYTES = int(0.6 * GB)  # on CUDA: the context, beside what the host process holds
+# Hidden-sized fp32 vectors per token and layer, and whole layers' worth recomputed at once,
+# fitted to the measured peaks above (the layer's own count is 4 and 3).
+CHECKPOINTED_LAYER_VECTORS = 8
 RECOMPUTED_LAYERS = 3
+OPTIMIZER_COPIES = 4  # gradients, AdamW's two moments, and its step's working copy
 
 
 class MemoryRefused(ValueError):
@@ -42,7 +52,7 @@ class Estimate:
             ("weights", self.weights),
             ("gradients and optimizer", self.optimizer),
             ("activations", self.activations),
-            ("runtime", self.runtime),
+            ("runtime and data", self.runtime),
         )
         return f"{gib(self.total)} ({', '.join(f'{name} {gib(n)}' for name, n in parts)})"
 
@@ -51,8 +61,12 @@ def gib(n: int | float) -> str:
     return f"{n / GB:.1f} GiB"
 
 
-def estimate_peak(*, module: torch.nn.Module, tokens: int, checkpointing: bool) -> Estimate:
-    """The estimated peak of training `module` on micro-batches of `tokens` tokens."""
+def estimate_peak(
+    *, module: torch.nn.Module, tokens: int, checkpointing: bool, held: int | None = None
+) -> Estimate:
+    """The estimated peak of training `module` on micro-batches of `tokens` tokens. `held`:
+    what the process holds now, the weights included (`resident_bytes()` on the CPU); without
+    it, the weights and RUNTIME_BYTES."""
     total = sum(p.numel() for p in module.parameters())
     trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
     config = module.backbone.config
@@ -64,7 +78,14 @@ def estimate_peak(*, module: torch.nn.Module, tokens: int, checkpointing: bool) 
         per_token = layers * hidden * 4 * CHECKPOINTED_LAYER_VECTORS + RECOMPUTED_LAYERS * layer
     else:
         per_token = layers * layer
-    return Estimate(weights=4 * total, optimizer=3 * 4 * trainable, activations=tokens * per_token)
+    weights = 4 * total
+    runtime = RUNTIME_BYTES if held is None else max(0, held - weights)
+    return Estimate(
+        weights=weights,
+        optimizer=OPTIMIZER_COPIES * 4 * trainable,
+        activations=tokens * per_token,
+        runtime=runtime,
+    )
 
 
 def available_bytes() -> int:
@@ -100,8 +121,40 @@ def check_fits(estimate: Estimate, *, limit: int, tokens: int, lora: bool) -> No
     )
 
 
+def resident_bytes() -> int | None:
+    """This process's resident memory now (VmRSS), None where /proc does not say."""
+    return _status("VmRSS:")
+
+
+def reset_peak() -> None:
+    """Start measuring this process's peak afresh: a worker process that scored a pool or
+    trained before would otherwise report that older, higher peak as this run's (Linux keeps the
+    high-water mark for the process's life; writing 5 to clear_refs resets it)."""
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
+            clear.write("5")
+    except OSError:
+        pass  # not Linux, or not allowed: the lifetime peak stands, an overestimate
+
+
 def peak_memory() -> dict:
-    """This process's peak resident memory and, on CUDA, peak allocated GPU memory (bytes)."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+    """This process's peak resident memory since `reset_peak` and, on CUDA, peak allocated GPU
+    memory (bytes)."""
+    rss = _status("VmHWM:")
+    if rss is None:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
     cuda = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None
     return {"peak_rss_bytes": rss, "peak_cuda_bytes": cuda}
+
+
+def _status(key: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(key):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -52,6 +52,8 @@ from trainer.training.ml.memory import (
     estimate_peak,
     gib,
     peak_memory,
+    reset_peak,
+    resident_bytes,
 )
 from trainer.training.ml.prm import (
     IGNORE,
@@ -134,8 +136,7 @@ def train_prm(
     torch.manual_seed(params.seed)
 
     cuda = torch.cuda.is_available()
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
+    reset_peak()  # this run's peak, not the worker process's since it started
     accelerator = Accelerator(cpu=not cuda, mixed_precision="bf16" if cuda else "no")
     world, rank = accelerator.num_processes, accelerator.process_index
     sharded = world > 1 and params.distributed == "fsdp"
@@ -181,9 +182,18 @@ def train_prm(
             module=prm.module,
             tokens=max(max(lengths), min(budget, sum(sorted(lengths)[-step_size:]))),
             checkpointing=params.gradient_checkpointing,
+            held=None if cuda else resident_bytes(),
         )
-        limit = memory_limit or (torch.cuda.mem_get_info()[0] if cuda else available_bytes())
-        emit({"log": f"Estimated peak memory {estimate.describe()}; {gib(limit)} may be used."})
+        # What this process holds is already out of what the machine has available.
+        limit = memory_limit or (
+            torch.cuda.mem_get_info()[0] if cuda else available_bytes() + (resident_bytes() or 0)
+        )
+        emit(
+            {
+                "log": f"Estimated peak memory {estimate.describe()}; {gib(limit)} may be used.",
+                "estimated_peak_bytes": estimate.total,
+            }
+        )
         check_fits(estimate, limit=limit, tokens=budget, lora=bool(lora))
     if sharded:
         _shard(prm.module)
