@@ -185,6 +185,8 @@ def test_a_version_at_the_baseline_of_its_held_out_slice_is_not_promoted(researc
     assert "not promoted" in reason and "at or below random scoring 0.5000" in reason
     version.refresh_from_db()
     assert version.promotion == reason
+    # Issue 43, item 7: a version is "model version N" as the logs say, not "run 1".
+    assert version.name == str(version) == f"model version {version.pk}"
 
 
 def test_the_held_out_first_error_f1_is_read_against_a_random_guess_not_a_constant_zero(

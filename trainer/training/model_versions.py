@@ -67,12 +67,11 @@ def record_model_version(
     Returns the version and a sentence for the run's log saying whether it was promoted and
     why. Called inside the transaction that finishes the run.
     """
-    version = ModelVersion.objects.create(
-        name=f"run {run.pk}",
-        checkpoint=checkpoint,
-        metrics=metrics,
-        training_run=run,
-    )
+    version = ModelVersion.objects.create(checkpoint=checkpoint, metrics=metrics, training_run=run)
+    # One name for one thing: a version is "model version N" on every page, API and log; its
+    # training run is a link beside it, never its name ("run 1" read as the run).
+    version.name = f"model version {version.pk}"
+    version.save(update_fields=["name"])
     promote, reason = _beats_active(version)
     if promote:
         _activate(version)
