@@ -11,6 +11,9 @@ bounds or choices. From that one definition come
 - a management command's options (`add_arguments`, `given_options`), HfArgumentParser-style:
   `--batch-size N`, a bool as `--x/--no-x`.
 
+A field typed `tuple[X, ...]` is a list parameter: its bounds and choices hold for each value,
+and it takes a list or the comma-separated text a form field and an option give (`--seeds 0,1,2`).
+
 The derived form and serializer fields only parse (a number out of text); their bounds and
 choices are checked by the dataclass, so a bad value is refused with the same sentence from the
 form, the API and the command line. The browser still gets the bounds as hints.
@@ -97,8 +100,20 @@ def refused(error: type[Invalid], name: str | None, message: str) -> Invalid:
 
 
 def value_type(f: Field) -> type:
-    """The value type of a field whose annotation may be `X | None` (or its string)."""
+    """The value type of a field whose annotation may be `X | None` (or its string); `tuple`
+    for a list parameter (`tuple[X, ...]`, whose values are `item_type`)."""
     return _annotation(f)[0]
+
+
+def item_type(f: Field) -> type:
+    """The type of each value of a list parameter (a field typed `tuple[X, ...]`)."""
+    kind = f.type
+    if isinstance(kind, str):
+        inner = kind.split("|")[0].strip().removeprefix("tuple[").split(",")[0]
+        return _KINDS[inner.strip()]
+    if isinstance(kind, types.UnionType):
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    return typing.get_args(kind)[0]
 
 
 def is_optional(f: Field) -> bool:
@@ -109,11 +124,14 @@ def _annotation(f: Field) -> tuple[type, bool]:
     kind = f.type
     if isinstance(kind, str):
         names = [part.strip() for part in kind.split("|")]
-        return _KINDS[names[0]], "None" in names
+        first = tuple if names[0].startswith("tuple[") else _KINDS[names[0]]
+        return first, "None" in names
     args = typing.get_args(kind) if isinstance(kind, types.UnionType) else ()
     if args:
-        return next(a for a in args if a is not type(None)), type(None) in args
-    return kind, False
+        kind, optional = next(a for a in args if a is not type(None)), type(None) in args
+    else:
+        optional = False
+    return (tuple if typing.get_origin(kind) is tuple else kind), optional
 
 
 def default_of(f: Field) -> Any:
@@ -131,12 +149,38 @@ def _shown(bound: float) -> str:
 def check_value(f: Field, value: Any, *, error: type[Invalid] = Invalid) -> Any:
     """`value` as field `f` takes it (a whole float as int, text stripped, empty text as None
     where None is allowed), or `error` naming the field. Types are strict: a JSON `true` is
-    not a count and "nan" is not a rate."""
+    not a count and "nan" is not a rate. A list parameter's values are checked one by one."""
     name, meta, kind = f.name, f.metadata, value_type(f)
     if kind is str and isinstance(value, str):
         value = value.strip() or (None if is_optional(f) else "")
     if value is None and is_optional(f):
         return None
+    if kind is tuple:
+        return _items(f, value, error=error)
+    return _one(name, meta, kind, value, error=error)
+
+
+def _items(f: Field, value: Any, *, error: type[Invalid]) -> tuple:
+    """A list parameter's values, each checked as a field of its item type with the same
+    bounds and choices; comma-separated text is split (and its numbers read) first. Each value
+    counts once, in the order given: a seed or a best-of N twice would only repeat a run."""
+    name, kind = f.name, item_type(f)
+    if isinstance(value, str):
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        try:
+            value = parts if kind is str else [kind(part) for part in parts]
+        except ValueError:
+            whole = "whole numbers" if kind is int else "numbers"
+            raise refused(error, name, f"{name} takes comma-separated {whole}.") from None
+    if not isinstance(value, list | tuple):
+        raise refused(error, name, f"{name} must be a list.")
+    if not value:
+        raise refused(error, name, f"{name} needs at least one value.")
+    checked = (_one(name, f.metadata, kind, item, error=error) for item in value)
+    return tuple(dict.fromkeys(checked))
+
+
+def _one(name: str, meta: Mapping[str, Any], kind: type, value: Any, *, error) -> Any:
     if kind is bool:
         if not isinstance(value, bool):
             raise refused(error, name, f"{name} must be true or false.")
@@ -273,6 +317,10 @@ def form_fields(
         common = {"label": meta["label"], "help_text": meta["help"], "initial": initial}
         if kind is bool:
             made[f.name] = forms.BooleanField(required=False, **common)
+        elif kind is tuple:
+            # The comma-separated text; the set splits and checks it.
+            common["initial"] = ",".join(map(str, initial or ()))
+            made[f.name] = forms.CharField(required=needed, **common)
         elif meta["choices"]:
             blank = [("", "—")] if is_optional(f) else []
             made[f.name] = ChoiceField(
@@ -338,7 +386,10 @@ def serializer_fields(
     for f in _chosen(cls, only):
         meta, kind = f.metadata, value_type(f)
         common = {"required": required, "allow_null": not required, "help_text": _words(f)}
-        if meta["choices"]:
+        if kind is tuple:
+            # A JSON list (or its comma-separated text), checked by the set.
+            made[f.name] = as_sent(serializers.ListField)(**common)
+        elif meta["choices"]:
             made[f.name] = as_sent(serializers.ChoiceField)(choices=meta["choices"], **common)
         elif kind is str:
             made[f.name] = as_sent(serializers.CharField)(allow_blank=True, **common)
@@ -390,6 +441,9 @@ def _words(f: Field) -> str:
     return f"{words} [{', '.join(bounds)}]" if bounds else words
 
 
+_METAVARS = {int: "N", float: "X", str: "TEXT"}
+
+
 def add_arguments(
     parser: argparse.ArgumentParser,
     cls: type,
@@ -398,7 +452,7 @@ def add_arguments(
     aliases: Mapping[str, tuple[str, ...]] | None = None,
 ) -> None:
     """One option per field of the set (`only` these): `--name-with-dashes VALUE`, a bool as
-    `--x/--no-x`.
+    `--x/--no-x`, a list parameter as `--name A,B,C`.
 
     Left out, an option is None and the parameter takes the set's default (the help says it).
     `aliases` adds other spellings of a field's option.
@@ -409,6 +463,8 @@ def add_arguments(
         flags = [option(f.name), *(aliases or {}).get(f.name, ())]
         default = f"setting {meta['setting']}" if meta["setting"] else default_of(f)
         default = "none" if default is None else default
+        if kind is tuple and isinstance(default, tuple):
+            default = ",".join(map(str, default))
         shown = f"{_words(f)} (default: {default})".replace("%", "%%")
         if kind is bool:
             group.add_argument(
@@ -418,12 +474,20 @@ def add_arguments(
                 default=None,
                 help=shown,
             )
+        elif kind is tuple:
+            # The text as given: the set splits it and refuses a bad value in its own words.
+            one = (
+                "{" + ",".join(meta["choices"]) + "}"
+                if meta["choices"]
+                else _METAVARS[item_type(f)]
+            )
+            group.add_argument(*flags, dest=f.name, default=None, metavar=f"{one},...", help=shown)
         elif meta["choices"]:
             # Listed, not enforced by argparse: the set refuses a bad one in its own words.
             metavar = "{" + ",".join(meta["choices"]) + "}"
             group.add_argument(*flags, dest=f.name, default=None, metavar=metavar, help=shown)
         else:
-            metavar = {int: "N", float: "X", str: "TEXT"}[kind]
+            metavar = _METAVARS[kind]
             group.add_argument(
                 *flags, dest=f.name, type=kind, default=None, metavar=metavar, help=shown
             )

@@ -13,4 +13,9 @@ labelers that run the whole loop (label, retrain, select) without humans.
   (`python manage.py simulate`).
 - `label_sources`: Math-Shepherd rollout labels from the exact generator against simulated
   human labels, bought with the same budget (`python manage.py simulate --label-sources`).
+- `triage`: strategies, label sources and shown suggestions at equal human budget
+  (`python manage.py simulate --triage`).
+- `recipe`: the one place the simulation's training and selection parameters are written (the
+  product's `TrainingParams` and `SelectionParams` with its overrides), and what every mode's
+  parameter set shares.
 """

@@ -13,7 +13,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
+from trainer.evaluation.simulation import recipe
 from trainer.evaluation.simulation.domain import (
     Generator,
     GeneratorConfig,
@@ -26,10 +28,9 @@ from trainer.training.dataset import Example
 from trainer.training.ml.train import train_prm
 from trainer.training.params import TrainingParams
 
-# Defaults found by calibration (see the README's table).
+# The data's defaults; the training recipe's are `recipe`'s (offline).
 SAMPLES_PER_PROBLEM = 4
 HELD_OUT_PROBLEMS = 200
-CALIBRATION_PARAMS = {"learning_rate": 3e-3, "batch_size": 32, "warmup_ratio": 0.05}
 
 
 @dataclass
@@ -73,21 +74,21 @@ def labeled_examples(
 def calibrate(
     *,
     label_counts: list[int],
-    epochs: int = 4,
-    max_seconds: float | None = 300.0,
     seed: int = 0,
     held_out_problems: int = HELD_OUT_PROBLEMS,
-    params: dict | None = None,
     config: GeneratorConfig | None = None,
     on_point: Callable[[CalibrationPoint], None] | None = None,
     train_seeds: Sequence[int] = (),
+    **training: Any,
 ) -> list[CalibrationPoint]:
     """One training run per label count and training seed; a point per epoch. Needs Django.
 
     `seed` draws the problems, the samples and the held-out set; `train_seeds` (default: just
     `seed`) the training runs' initial weights and batch order on those same data, so their
-    spread is the run-to-run spread of one training configuration.
+    spread is the run-to-run spread of one training configuration. `training` changes the
+    recipe's knobs (`recipe.Retraining`: epochs, learning_rate, batch_size, max_minutes).
     """
+    knobs = recipe.Retraining(**training)
     generator = Generator(seed=seed, config=config or GeneratorConfig())
     held_out = labeled_examples(
         make_problems(held_out_problems, seed=seed, namespace="calibration-eval"),
@@ -102,12 +103,7 @@ def calibrate(
         )
         train = labeled_examples(problems, generator, per_problem=SAMPLES_PER_PROBLEM)[:labels]
         for train_seed in train_seeds or (seed,):
-            train_params = TrainingParams(
-                **{**CALIBRATION_PARAMS, **(params or {})},
-                epochs=epochs,
-                seed=train_seed,
-                max_minutes=max_seconds / 60 if max_seconds else None,
-            )
+            train_params = recipe.offline_training(knobs, seed=train_seed)
             for point in _run(train, held_out, train_params):
                 points.append(point)
                 if on_point:

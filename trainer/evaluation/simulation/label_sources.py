@@ -31,11 +31,11 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer.evaluation.simulation import evaluation
-from trainer.evaluation.simulation.calibrate import CALIBRATION_PARAMS
+from core.params import like, param
+from trainer.evaluation.simulation import evaluation, recipe
 from trainer.evaluation.simulation.domain import Generator, Sample, make_problems
 from trainer.evaluation.simulation.labelers import session_ratings
 from trainer.evaluation.simulation.pool import SimulationRefused
@@ -44,7 +44,6 @@ from trainer.training.dataset import Example
 from trainer.training.metrics import spread
 from trainer.training.ml.prm import PRM
 from trainer.training.ml.train import train_prm
-from trainer.training.params import TrainingParams
 
 SOURCES = ("human", "rollout", "mixed")
 NAMESPACE = "label-sources"  # the training problems; the test set's are disjoint ("test")
@@ -232,51 +231,59 @@ def buy_labels(
 # --- the comparison -----------------------------------------------------------------------------
 
 
-@dataclass
-class LabelSourcesConfig:
-    budget: float = 40_000.0  # generator completions each source may spend
-    human_cost: float = 64.0
-    rollouts: int = 8
-    mixed_share: float = 0.5
-    sources: tuple[str, ...] = SOURCES
-    noise: float = 0.05  # the simulated labelers' per-step error rate
-    seeds: tuple[int, ...] = (0, 1, 2)
-    per_problem: int = 4  # training solutions per problem
-    test_problems: int = 60
-    test_samples: int = 64
-    best_of: tuple[int, ...] = (1, 4, 16, 64)
-    trials: int = 100
-    epochs: int = 8
-    learning_rate: float = 3e-3
-    batch_size: int = 32
-    max_minutes: float | None = None  # none: results must not depend on machine load
+@dataclass(frozen=True)
+class LabelSourcesConfig(recipe.Common):
+    """One comparison of label sources (`manage.py simulate --label-sources`, whose options are
+    derived from it); the training recipe is `recipe`'s (offline)."""
+
+    noun = "label-sources parameter"
+
+    budget: float = param(
+        40_000.0,
+        label="Budget",
+        help="Generator completions each source may spend.",
+        low=0,
+        low_open=True,
+    )
+    human_cost: float = param(
+        64.0,
+        label="Human cost",
+        help="Completions one human-labeled solution costs.",
+        low=0,
+        low_open=True,
+    )
+    rollouts: int = param(8, label="Rollouts", help="k, rollouts from each step's prefix.", low=1)
+    mixed_share: float = param(
+        0.5,
+        label="Mixed share",
+        help="Share of the budget 'mixed' spends on human labels.",
+        low=0,
+        high=1,
+    )
+    sources: tuple[str, ...] = param(SOURCES, label="Sources", choices=SOURCES)
+    seeds: tuple[int, ...] = param(
+        recipe.SEEDS, label="Seeds", help="One comparison per seed.", low=0, high=2**31 - 1
+    )
+    per_problem: int = param(
+        4, label="Solutions per problem", help="Of the training stream.", low=1
+    )
+    test_problems: int = like(recipe.Common, "test_problems", default=60)
+    test_samples: int = like(recipe.Common, "test_samples", default=64)
 
     @property
     def cost(self) -> CostModel:
         return CostModel(human_cost=self.human_cost, rollouts=self.rollouts)
 
-    def check(self) -> None:
-        unknown = [s for s in self.sources if s not in SOURCES]
-        if unknown or not self.sources:
-            raise SimulationRefused(f"sources must be among {', '.join(SOURCES)}.")
-        if self.budget <= 0 or self.human_cost <= 0:
-            raise SimulationRefused("budget and human_cost must be positive.")
-        for name in ("rollouts", "per_problem", "test_problems", "test_samples", "trials"):
-            if getattr(self, name) < 1:
-                raise SimulationRefused(f"{name} must be at least 1.")
-        if not 0.0 <= self.mixed_share <= 1.0 or not 0.0 <= self.noise <= 1.0:
-            raise SimulationRefused("mixed_share and noise must be between 0 and 1.")
-        if not self.seeds or not self.best_of or min(self.best_of) < 1:
-            raise SimulationRefused("seeds and best_of must not be empty; best_of positive.")
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if max(self.best_of) > self.test_samples:
-            raise SimulationRefused("best_of cannot exceed the test samples per problem.")
+            raise recipe.InvalidSimulation("best_of cannot exceed the test samples per problem.")
 
 
 def compare_label_sources(config: LabelSourcesConfig, *, emit: Emit | None = None) -> dict:
     """{"config", "runs": [one row per seed and source]}: every source, every seed, the same
     test set per seed."""
     say = emit or (lambda line: None)
-    config.check()
     rows: list[dict] = []
     for seed in config.seeds:
         generator = Generator(seed=seed)
@@ -326,20 +333,16 @@ def compare_label_sources(config: LabelSourcesConfig, *, emit: Emit | None = Non
                 f"{row['rollout_solutions']} rollout-labeled solutions, AUROC "
                 f"{_fmt(row['step_auroc'])} ({row['seconds']:.0f} s)"
             )
-    data = asdict(config)
+    data = config.to_dict()
     data.update(sources=list(config.sources), seeds=list(config.seeds))
     data["best_of"] = list(config.best_of)
     return {"config": data, "runs": rows}
 
 
-def train(examples: list[Example], *, config, seed: int) -> PRM:
-    """The tiny PRM trained on `examples` with the calibration recipe and `config`'s
-    learning rate, batch size, epochs and time limit (any config that has them)."""
-    recipe = {**CALIBRATION_PARAMS, "learning_rate": config.learning_rate}
-    recipe["batch_size"] = config.batch_size
-    params = TrainingParams(
-        **recipe, epochs=config.epochs, seed=seed, max_minutes=config.max_minutes
-    )
+def train(examples: list[Example], *, config: recipe.Retraining, seed: int) -> PRM:
+    """The tiny PRM trained on `examples` with the offline recipe and `config`'s knobs
+    (learning rate, batch size, epochs, time limit)."""
+    params = recipe.offline_training(config, seed=seed)
     with tempfile.TemporaryDirectory(prefix="label-sources-") as tmp:
         out = Path(tmp) / "prm"
         train_prm(train=examples, eval=[], params=params, base_model=None, out_dir=out)

@@ -6,15 +6,16 @@ Everything a human loop does goes through the product's own code:
 - the pool is imported with `labeling.services.importing.import_problems` /
   `import_solutions` (which grade every final answer against the ground truth);
 - generation 1 is a seeded uniform sample (no model exists yet); every later generation is
-  published by `trainer.selection.services.select_generation` with the active model version and the
-  strategy under test (`convincing_wrong_answer`, `uniform`, `uncertainty` or
-  `ensemble_uncertainty`);
+  published by `trainer.selection.services.publish_generation` with the active model version
+  and the strategy under test (`convincing_wrong_answer`, `uniform`, `uncertainty` or
+  `ensemble_uncertainty`), its parameters built by `recipe.selection`;
 - simulated labelers label through `labeling.services.workbench` (next session -> rate until
   the first -1 -> submit), with a configurable noise rate;
 - the PRM is retrained from every submitted session as a recorded training run
   (`trainer.training.runs.request_training_run` + `execute_training_run`), and the new model version
   is made active (`trainer.training.model_versions.activate_model_version`), which rescores the pool
-  (Celery tasks run in-process here).
+  (Celery tasks run in-process here). Every retrain's parameters are `recipe`'s, the product's
+  `TrainingParams` with the simulation's overrides.
 
 After each retrain the generation is evaluated on a generated test set no labeler saw (see
 `evaluation`): step AUROC, first-error F1, and best-of-N accuracy of the PRM, of an outcome
@@ -43,8 +44,9 @@ from django.db import transaction
 from django.db.models import Count
 
 from core.jobs import JobOrigin
+from core.params import like, param
 from labeling.models import Generation, LabelingSession, SelectionReason, Solution
-from trainer.evaluation.simulation import evaluation, pool
+from trainer.evaluation.simulation import evaluation, pool, recipe
 from trainer.evaluation.simulation.domain import Generator
 from trainer.evaluation.simulation.labelers import label_generation, make_labelers
 from trainer.evaluation.simulation.pool import SimulationRefused
@@ -62,53 +64,52 @@ from trainer.training.params import TrainingParams
 STRATEGIES = tuple(name for name in strategies.STRATEGIES if name != "disagreement")
 
 
-@dataclass
-class SimulationConfig:
-    strategy: str = "convincing_wrong_answer"
-    generations: int = 6
-    labels_per_generation: int = 500  # submitted sessions per generation, quality control included
-    pool_size: int = 8000  # candidate solutions (distinct), samples_per_problem per problem
-    samples_per_problem: int = 16
-    per_problem_cap: int = 4
-    wrong_share: float = 0.8
-    quality_control: int = 0  # quality-control solutions (with gold), labeled by every labeler
-    labelers: int = 3
-    noise: float = 0.05  # per step, a labeler's rating is a random wrong one
-    seed: int = 0
-    # The test set: problems no labeler sees, many samples each, exact labels.
-    test_problems: int = 100
-    test_samples: int = 128
-    best_of: tuple[int, ...] = (1, 4, 16, 64)
-    trials: int = 200
-    # Retraining (the same for the PRM and the ORM).
-    epochs: int = 8
-    learning_rate: float = 3e-3
-    batch_size: int = 32
-    # No wall-clock limit by default: a limit cuts a run short by how busy the machine is, so
-    # the same seed would give a different model on a loaded machine (and a larger label
-    # count, whose run is longer, is cut more: issue 20's "more labels, worse PRM").
-    max_minutes: float | None = None
-    eval_fraction: float = 0.05  # the training run's own held-out share of labeled problems
-    # Each retrain starts from the active model version (TrainingParams.warm_start). From
-    # scratch, the tiny model's step AUROC on the same 1,500 labels spreads 0.82-0.89 over
-    # initial weights, more than 500 more labels add: a retrain could come out worse.
-    warm_start: bool = True
-    orm: bool = True
-    orm_every_generation: bool = True  # False: the ORM baseline at the final label count only
+@dataclass(frozen=True)
+class SimulationConfig(recipe.Common):
+    """One simulated run of the loop (`manage.py simulate`, whose options are derived from it);
+    the training recipe and the selection's fixed parameters are `recipe`'s."""
 
-    def check(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise SimulationRefused(f"strategy must be one of {', '.join(STRATEGIES)}.")
-        positive = ("generations", "labels_per_generation", "pool_size", "samples_per_problem")
-        for name in (*positive, "labelers", "test_problems", "test_samples", "trials", "epochs"):
-            if getattr(self, name) < 1:
-                raise SimulationRefused(f"{name} must be at least 1.")
-        if not 0.0 <= self.noise <= 1.0:
-            raise SimulationRefused("noise must be between 0 and 1.")
-        if self.quality_control < 0:
-            raise SimulationRefused("quality_control cannot be negative.")
+    noun = "simulation parameter"
+
+    strategy: str = param(
+        "convincing_wrong_answer",
+        label="Strategy",
+        help="Selects generations 2 on.",
+        choices=STRATEGIES,
+    )
+    generations: int = param(6, label="Generations", low=1)
+    labels_per_generation: int = param(
+        500,
+        label="Labels per generation",
+        help="Submitted sessions per generation, quality control included.",
+        low=1,
+    )
+    pool_size: int = param(8000, label="Pool size", help="Candidate solutions (distinct).", low=1)
+    samples_per_problem: int = param(16, label="Samples per problem", low=1)
+    per_problem_cap: int = recipe.selection_field("per_problem_cap")
+    wrong_share: float = recipe.selection_field("wrong_share")
+    quality_control: int = param(
+        0,
+        label="Quality-control solutions",
+        help="With gold, labeled by every labeler.",
+        low=0,
+    )
+    labelers: int = param(3, label="Labelers", low=1)
+    seed: int = param(0, label="Seed", help="One draw of everything (--seeds for several).", low=0)
+    warm_start: bool = like(
+        TrainingParams, "warm_start", default=recipe.LOOP_TRAINING["warm_start"]
+    )
+    orm: bool = param(True, label="ORM baseline", help="Train and evaluate the ORM baseline.")
+    orm_every_generation: bool = param(
+        True,
+        label="ORM every generation",
+        help="Off: the ORM baseline at the final label count only.",
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.quality_control * self.labelers >= self.labels_per_generation:
-            raise SimulationRefused("Quality control would use the whole first generation.")
+            raise recipe.InvalidSimulation("Quality control would use the whole first generation.")
 
 
 @dataclass
@@ -197,15 +198,7 @@ def _digest(*parts) -> bytes:
 
 def retrain(*, researcher, config: SimulationConfig) -> ModelVersion:
     """A recorded training run on every submitted session; its model version becomes active."""
-    params = {
-        "epochs": config.epochs,
-        "learning_rate": config.learning_rate,
-        "batch_size": config.batch_size,
-        "max_minutes": config.max_minutes,
-        "seed": config.seed,
-        "eval_fraction": config.eval_fraction,
-        "warm_start": config.warm_start,
-    }
+    params = recipe.loop_training(config, seed=config.seed, warm_start=config.warm_start)
     run = runs.request_training_run(
         user=researcher, params=params, origin=JobOrigin.COMMAND, enqueue=False
     )
@@ -237,7 +230,6 @@ def run_simulation(
     test set share their ORM baselines: the ORM does not depend on the strategy.
     """
     say = emit or (lambda line: None)
-    config.check()
     pool.check_database()
     pool.clear_simulation()
     generator = Generator(seed=config.seed)
@@ -280,14 +272,16 @@ def run_simulation(
                     batch_size=config.labels_per_generation - quality_control_sessions,
                 )
             else:
-                generation = selection.select_generation(
+                generation = selection.publish_generation(
                     model_version=version,
-                    strategy=config.strategy,
-                    batch_size=config.labels_per_generation,
-                    per_problem_cap=config.per_problem_cap,
-                    wrong_share=config.wrong_share,
-                    quality_control_count=imported["quality_control"],
-                    seed=config.seed + round_,
+                    params=recipe.selection(
+                        strategy=config.strategy,
+                        batch_size=config.labels_per_generation,
+                        per_problem_cap=config.per_problem_cap,
+                        wrong_share=config.wrong_share,
+                        quality_control_count=imported["quality_control"],
+                        seed=config.seed + round_,
+                    ),
                     prm=prm,
                 )
             timings["select"] = time.monotonic() - started
@@ -315,7 +309,8 @@ def run_simulation(
             if config.orm and (config.orm_every_generation or round_ == config.generations):
                 if labels not in orm_cache:
                     orm = evaluation.train_orm(
-                        samples=orm_order[:labels], params=_orm_params(config)
+                        samples=orm_order[:labels],
+                        params=recipe.orm_training(config, seed=config.seed),
                     )
                     orm_cache[labels] = evaluation.orm_scores(orm, test.samples)
                 scores["orm"] = orm_cache[labels]
@@ -344,17 +339,6 @@ def run_simulation(
             if advanced is not None:
                 advanced()
     return result
-
-
-def _orm_params(config: SimulationConfig) -> TrainingParams:
-    """The PRM's training recipe, for the ORM baseline."""
-    return TrainingParams(
-        epochs=config.epochs,
-        learning_rate=config.learning_rate,
-        batch_size=config.batch_size,
-        seed=config.seed,
-        max_minutes=config.max_minutes,
-    )
 
 
 def _composition(generation: Generation) -> dict:
@@ -388,7 +372,7 @@ def _seconds(timings: dict[str, float]) -> str:
 
 
 def _config_dict(config: SimulationConfig) -> dict:
-    data = asdict(config)
+    data = config.to_dict()
     data["best_of"] = list(config.best_of)
     return data
 

@@ -44,11 +44,11 @@ touches the database.
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
-from core.params import default_of
+from core.params import like, param
 from labeling.first_error import position
-from trainer.evaluation.simulation import evaluation
+from trainer.evaluation.simulation import evaluation, recipe
 from trainer.evaluation.simulation.domain import Generator, Sample
 from trainer.evaluation.simulation.judge import SimulatedJudge
 from trainer.evaluation.simulation.label_sources import (
@@ -59,7 +59,6 @@ from trainer.evaluation.simulation.label_sources import (
     training_stream,
 )
 from trainer.evaluation.simulation.labelers import session_ratings, suggested_ratings
-from trainer.evaluation.simulation.pool import SimulationRefused
 from trainer.selection import ensemble, strategies
 from trainer.selection.services import SelectionParams
 from trainer.training import consensus
@@ -70,9 +69,6 @@ Emit = Callable[[str], None]
 
 STRATEGIES = tuple(strategies.STRATEGIES)
 ENSEMBLE = "ensemble_uncertainty"
-# The product's ensemble as a selection makes it by default.
-_SELECTION = {f.name: default_of(f) for f in fields(SelectionParams)}
-ENSEMBLE_MEMBERS, ENSEMBLE_DROPOUT = _SELECTION["ensemble_members"], _SELECTION["ensemble_dropout"]
 SOURCES = ("human", "rollout", "judge", "human+rollout", "consensus")
 DISPLAYS = ("hidden", "confirm")
 
@@ -137,65 +133,80 @@ def _rng(seed: int, kind: str, index: int) -> random.Random:
 # --- the comparison -----------------------------------------------------------------------------
 
 
-@dataclass
-class TriageConfig:
-    seeds: tuple[int, ...] = (0, 1, 2)
-    strategies: tuple[str, ...] = STRATEGIES
-    pool_problems: int = 250
-    per_problem: int = 8
-    first: int = 300  # solutions of the shared first generation (uniform)
-    rounds: int = 2
-    batch: int = 250  # solutions per later generation
-    per_problem_cap: int = 2
-    wrong_share: float = 0.75
-    noise: float = 0.05
-    rollouts: int = 8
-    judge_error: float = 0.2
-    judge_bias: float = 0.5
-    follow: float = 0.5
-    test_problems: int = 60
-    test_samples: int = 64
-    best_of: tuple[int, ...] = (4, 16, 64)
-    trials: int = 100
-    epochs: int = 8
-    learning_rate: float = 3e-3
-    batch_size: int = 32
-    max_minutes: float | None = None
+@dataclass(frozen=True)
+class TriageConfig(recipe.Common):
+    """One triage comparison (`manage.py simulate --triage`, whose options are derived from it);
+    the training recipe is `recipe`'s (offline), each selection `recipe.selection`'s."""
+
+    noun = "triage parameter"
+
+    seeds: tuple[int, ...] = param(
+        recipe.SEEDS, label="Seeds", help="One comparison per seed.", low=0, high=2**31 - 1
+    )
+    strategies: tuple[str, ...] = param(
+        STRATEGIES,
+        label="Strategies",
+        help="Uniform is required: the baseline and the human-only arm.",
+        choices=STRATEGIES,
+    )
+    pool_problems: int = param(250, label="Pool problems", low=1)
+    per_problem: int = param(8, label="Solutions per problem", help="Of the pool.", low=1)
+    first: int = param(
+        300, label="First generation", help="Solutions of the shared uniform one.", low=1
+    )
+    rounds: int = param(2, label="Rounds", help="Generations chosen by each strategy.", low=0)
+    batch: int = param(250, label="Batch", help="Solutions per later generation.", low=1)
+    per_problem_cap: int = recipe.selection_field("per_problem_cap")
+    # Below the loop's 0.8: a pool of 8 solutions per problem has fewer wrong answers to fill it.
+    wrong_share: float = recipe.selection_field("wrong_share", default=0.75)
+    rollouts: int = param(8, label="Rollouts", help="k, rollouts from each step's prefix.", low=1)
+    judge_error: float = param(
+        0.2,
+        label="Judge error",
+        help="The simulated judge's rate of missing a wrong step.",
+        low=0,
+        high=1,
+    )
+    judge_bias: float = param(
+        0.5,
+        label="Judge bias",
+        help="How the judge's errors lean (-1 to 1; judge.SimulatedJudge).",
+        low=-1,
+        high=1,
+    )
+    follow: float = param(
+        0.5,
+        label="Follow",
+        help="Chance a labeler shown the judge's rating takes it instead of their own.",
+        low=0,
+        high=1,
+    )
+    test_problems: int = like(recipe.Common, "test_problems", default=60)
+    test_samples: int = like(recipe.Common, "test_samples", default=64)
 
     @property
     def human_budget(self) -> int:
         return self.first + self.rounds * self.batch
 
-    def check(self) -> None:
-        unknown = [s for s in self.strategies if s not in STRATEGIES]
-        if unknown or not self.strategies or "uniform" not in self.strategies:
-            raise SimulationRefused(
-                f"strategies must be among {', '.join(STRATEGIES)} and include uniform."
-            )
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if "uniform" not in self.strategies:
+            raise recipe.InvalidSimulation("strategies must include uniform.")
         if self.human_budget > self.pool_problems * self.per_problem:
-            raise SimulationRefused("the human budget exceeds the pool.")
-        for name in ("first", "batch", "rollouts", "per_problem", "test_samples", "trials"):
-            if getattr(self, name) < 1:
-                raise SimulationRefused(f"{name} must be at least 1.")
-        for name in ("noise", "judge_error", "follow", "wrong_share"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise SimulationRefused(f"{name} must be between 0 and 1.")
-        if not -1.0 <= self.judge_bias <= 1.0:
-            raise SimulationRefused("judge_bias must be between -1 and 1.")
-        if not self.seeds or max(self.best_of) > self.test_samples:
-            raise SimulationRefused("seeds must not be empty; best_of at most test_samples.")
+            raise recipe.InvalidSimulation("the human budget exceeds the pool.")
+        if max(self.best_of) > self.test_samples:
+            raise recipe.InvalidSimulation("best_of cannot exceed the test samples per problem.")
 
 
 def compare(config: TriageConfig, *, emit: Emit | None = None) -> dict:
     """{"config", "runs": [one row per seed and arm], "search": [one row per seed],
     "suggestions": [one row per seed and display]}."""
     say = emit or (lambda line: None)
-    config.check()
     result: dict = {"runs": [], "search": [], "suggestions": []}
     for seed in config.seeds:
         for key, rows in _one_seed(config, seed=seed, say=say).items():
             result[key] += rows
-    data = asdict(config)
+    data = config.to_dict()
     data.update(seeds=list(config.seeds), strategies=list(config.strategies))
     data["best_of"] = list(config.best_of)
     return {"config": data, **result}
@@ -269,16 +280,14 @@ def _strategies(config: TriageConfig, *, seed: int, pool: Pool, evaluated) -> di
     """Each strategy's labeled solutions (pool indexes), evaluating each one's last PRM; the
     uniform strategy's are the human arm of the label sources."""
     every = [_candidate(pool, i, score=None, prm_steps=None) for i in range(len(pool.samples))]
-    first = [
-        p.candidate.solution_id
-        for p in strategies.uniform(
-            every,
-            batch_size=config.first,
-            per_problem_cap=config.per_problem,
-            wrong_share=config.wrong_share,
-            seed=seed,
-        )
-    ]
+    uniform = recipe.selection(
+        strategy="uniform",
+        batch_size=config.first,
+        per_problem_cap=config.per_problem,
+        wrong_share=config.wrong_share,
+        seed=seed,
+    )
+    first = [p.candidate.solution_id for p in recipe.pick(every, uniform)]
     first_prm = train(_human_examples(pool, first), config=config, seed=seed)
     chosen: dict[str, list[int]] = {}
     for name in config.strategies:
@@ -288,17 +297,21 @@ def _strategies(config: TriageConfig, *, seed: int, pool: Pool, evaluated) -> di
                 prm = train(_human_examples(pool, labeled), config=config, seed=seed)
             taken = set(labeled)
             left = [i for i in range(len(pool.samples)) if i not in taken]
-            candidates = _candidates(
-                pool=pool, indexes=left, prm=prm, ensemble_seed=seed if name == ENSEMBLE else None
-            )
-            picks = strategies.STRATEGIES[name](
-                candidates,
+            params = recipe.selection(
+                strategy=name,
                 batch_size=config.batch,
                 per_problem_cap=config.per_problem_cap,
                 wrong_share=config.wrong_share,
                 seed=seed * 1000 + round_,
             )
-            labeled += [p.candidate.solution_id for p in picks]
+            candidates = _candidates(
+                pool=pool,
+                indexes=left,
+                prm=prm,
+                ensemble_params=params if name == ENSEMBLE else None,
+                ensemble_seed=seed,
+            )
+            labeled += [p.candidate.solution_id for p in recipe.pick(candidates, params)]
         evaluated(name, "strategy", _human_examples(pool, labeled), None if config.rounds else prm)
         chosen[name] = labeled
     return chosen
@@ -309,21 +322,27 @@ def _human_examples(pool: Pool, indexes: list[int]) -> list[Example]:
 
 
 def _candidates(
-    *, pool: Pool, indexes: list[int], prm: PRM, ensemble_seed: int | None
+    *,
+    pool: Pool,
+    indexes: list[int],
+    prm: PRM,
+    ensemble_params: SelectionParams | None = None,
+    ensemble_seed: int = 0,
 ) -> list[strategies.Candidate]:
-    """The candidates among `indexes`, scored by `prm`; with `ensemble_seed`, with the
-    epistemic uncertainty of its MC-dropout ensemble (`trainer.selection.ensemble`)."""
+    """The candidates among `indexes`, scored by `prm`; with `ensemble_params` (a selection's
+    parameters), with the epistemic uncertainty of its MC-dropout ensemble
+    (`trainer.selection.ensemble`), seeded by `ensemble_seed`."""
     samples = [pool.samples[i] for i in indexes]
     problems, steps = [s.problem.text for s in samples], [s.texts for s in samples]
     step_scores = prm.score(problems=problems, steps=steps, batch_size=64)
     aggregation = prm.settings.aggregation
     epistemic: list[float | None] = [None] * len(samples)
-    if ensemble_seed is not None:
+    if ensemble_params is not None:
         members = prm.member_step_scores(
             problems=problems,
             steps=steps,
-            members=ENSEMBLE_MEMBERS,
-            dropout=ENSEMBLE_DROPOUT,
+            members=ensemble_params.ensemble_members,
+            dropout=ensemble_params.ensemble_dropout,
             seed=ensemble_seed,
             batch_size=64,
         )

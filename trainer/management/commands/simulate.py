@@ -1,12 +1,29 @@
 import json
 import sys
-from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from trainer.evaluation.simulation import label_sources, loop, seeds, triage, triage_report
+from core.params import add_arguments, given_options, names
+from trainer.evaluation.simulation import (
+    label_sources,
+    loop,
+    recipe,
+    seeds,
+    triage,
+    triage_report,
+)
+
+# The modes' parameter sets, whose fields are the options: the loop's first, so a field they
+# share shows the loop's default in the help (each mode still takes its own).
+CONFIGS = (loop.SimulationConfig, label_sources.LabelSourcesConfig, triage.TriageConfig)
+# The spellings from before the options were derived.
+ALIASES = {
+    "test_problems": ("--ls-test-problems",),
+    "test_samples": ("--ls-test-samples",),
+}
 
 
 class Command(BaseCommand):
@@ -19,63 +36,27 @@ class Command(BaseCommand):
         "--label-sources compares PRMs trained on human, rollout and mixed labels at equal "
         "cost (no database writes); --triage compares selection strategies, label sources "
         "(rollouts, a simulated judge, consensus) and shown judge suggestions at equal human "
-        "budget (no database writes)."
+        "budget (no database writes). Every parameter of a mode is an option; one left out "
+        "takes that mode's own default (the defaults shown are the loop's: --label-sources and "
+        "--triage test on 60 problems x 64 samples, --triage selects with wrong share 0.75)."
     )
 
     def add_arguments(self, parser):
-        defaults = loop.SimulationConfig()
-        parser.add_argument("--strategy", choices=loop.STRATEGIES, default=defaults.strategy)
-        parser.add_argument("--generations", type=int, default=defaults.generations)
-        parser.add_argument(
-            "--labels-per-generation",
-            type=int,
-            default=defaults.labels_per_generation,
-            help="submitted sessions per generation (quality control included)",
-        )
-        parser.add_argument(
-            "--pool-size",
-            type=int,
-            default=defaults.pool_size,
-            help="candidate solutions in the pool",
-        )
-        parser.add_argument("--samples-per-problem", type=int, default=defaults.samples_per_problem)
-        parser.add_argument("--per-problem-cap", type=int, default=defaults.per_problem_cap)
-        parser.add_argument(
-            "--quality-control",
-            type=int,
-            default=defaults.quality_control,
-            help="quality-control solutions (with gold), labeled by every labeler",
-        )
-        parser.add_argument("--labelers", type=int, default=defaults.labelers)
-        parser.add_argument(
-            "--noise", type=float, default=defaults.noise, help="labelers' per-step error rate"
-        )
-        parser.add_argument("--seed", type=int, default=defaults.seed)
-        parser.add_argument("--test-problems", type=int, default=defaults.test_problems)
-        parser.add_argument("--test-samples", type=int, default=defaults.test_samples)
-        parser.add_argument(
-            "--best-of",
-            default=",".join(map(str, defaults.best_of)),
-            help="comma-separated N for best-of-N",
-        )
-        parser.add_argument("--trials", type=int, default=defaults.trials)
-        parser.add_argument("--epochs", type=int, default=defaults.epochs)
-        parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
-        parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-        parser.add_argument(
-            "--max-minutes",
-            type=float,
-            default=defaults.max_minutes,
-            help="per training run (none by default: a wall-clock limit makes the figures "
-            "depend on how busy the machine is)",
-        )
+        # Every parameter of the three modes is an option derived from its set (core.params);
+        # a name two sets share is one option, and left out it takes each set's own default.
+        taken: list[str] = []
+        for config in CONFIGS:
+            only = [name for name in names(config) if name not in taken]
+            add_arguments(parser, config, only=only, aliases=ALIASES)
+            taken += only
         parser.add_argument(
             "--from-scratch",
-            action="store_true",
+            dest="warm_start",
+            action="store_const",
+            const=False,
             help="train every generation's PRM from fresh weights instead of from the previous "
-            "generation's (the default, a warm start)",
+            "generation's (the default, a warm start; the same as --no-warm-start)",
         )
-        parser.add_argument("--no-orm", action="store_true", help="skip the ORM baseline")
         parser.add_argument("--out", type=Path, help="write the results as JSON here")
         parser.add_argument(
             "--compare",
@@ -98,74 +79,19 @@ class Command(BaseCommand):
             help="with --calibrate: one training run per seed on the same data (--seed draws "
             "the data), and the run-to-run spread of the final AUROC over them",
         )
-
-        sources = label_sources.LabelSourcesConfig()
         parser.add_argument(
             "--label-sources",
             action="store_true",
             help="train PRMs on simulated human labels, rollout labels and both, bought with "
-            "the same budget, and print a table over --seeds (no database writes; it uses "
-            "--noise, --best-of, --trials, --epochs, --learning-rate, --batch-size, "
-            "--max-minutes; its test set is --ls-test-problems x --ls-test-samples)",
+            "the same budget, and print a table over --seeds (no database writes; the "
+            "fields of LabelSourcesConfig)",
         )
-        parser.add_argument(
-            "--budget",
-            type=float,
-            default=sources.budget,
-            help="with --label-sources: generator completions each source may spend",
-        )
-        parser.add_argument(
-            "--human-cost",
-            type=float,
-            default=sources.human_cost,
-            help="with --label-sources: completions one human-labeled solution costs",
-        )
-        parser.add_argument(
-            "--rollouts",
-            type=int,
-            default=sources.rollouts,
-            help="with --label-sources: k, rollouts from each step's prefix",
-        )
-        parser.add_argument(
-            "--mixed-share",
-            type=float,
-            default=sources.mixed_share,
-            help="with --label-sources: share of the budget 'mixed' spends on human labels",
-        )
-        parser.add_argument(
-            "--sources",
-            default=",".join(sources.sources),
-            help=f"with --label-sources: comma-separated, among {', '.join(label_sources.SOURCES)}",
-        )
-        parser.add_argument(
-            "--seeds",
-            default=",".join(map(str, sources.seeds)),
-            help="with --compare or --label-sources: comma-separated seeds (--seed is for a "
-            "single run)",
-        )
-        parser.add_argument("--ls-test-problems", type=int, default=sources.test_problems)
-        parser.add_argument("--ls-test-samples", type=int, default=sources.test_samples)
-
         parser.add_argument(
             "--triage",
             action="store_true",
             help="compare strategies, label sources and shown judge suggestions at equal human "
-            "budget over --seeds (no database writes; it uses --noise, --rollouts, "
-            "--per-problem-cap, --best-of, --trials, --epochs, --learning-rate, --batch-size, "
-            "--max-minutes, --ls-test-problems, --ls-test-samples, --out, --plot)",
+            "budget over --seeds (no database writes; the fields of TriageConfig)",
         )
-        parser.add_argument(
-            "--strategies",
-            default=",".join(triage.STRATEGIES),
-            help="with --triage: comma-separated, among " + ", ".join(triage.STRATEGIES),
-        )
-        for name, default in _triage_own_options():
-            parser.add_argument(
-                f"--{name.replace('_', '-')}",
-                type=type(default),
-                default=default,
-                help=f"with --triage: TriageConfig.{name}",
-            )
 
     def handle(self, *args, **options):
         if options["calibrate"]:
@@ -174,7 +100,7 @@ class Command(BaseCommand):
             return self._label_sources(options)
         if options["triage"]:
             return self._triage(options)
-        config = self._config(options)
+        config = _built(loop.SimulationConfig, options)
         if options["compare"]:
             return self._compare(config, options)
         try:
@@ -193,7 +119,8 @@ class Command(BaseCommand):
 
     def _compare(self, config: loop.SimulationConfig, options):
         try:
-            seed_list = seeds.parse_seeds(options["seeds"])
+            given = options["seeds"]
+            seed_list = seeds.parse_seeds(given) if given else recipe.SEEDS
             total = config.generations * len(loop.STRATEGIES) * len(seed_list)
             with _generations_bar(total) as bar:
                 per_seed = seeds.compare_seeds(
@@ -225,41 +152,8 @@ class Command(BaseCommand):
         else:
             self.stderr.write("No plot: matplotlib is not installed.")
 
-    def _config(self, options) -> loop.SimulationConfig:
-        try:
-            best_of = tuple(int(n) for n in options["best_of"].split(",") if n.strip())
-        except ValueError:
-            raise CommandError("--best-of takes comma-separated integers, e.g. 1,4,16,64") from None
-        names = {f.name for f in fields(loop.SimulationConfig)}
-        values = {k: v for k, v in options.items() if k in names}
-        config = loop.SimulationConfig(
-            **{
-                **values,
-                "best_of": best_of,
-                "orm": not options["no_orm"],
-                "warm_start": not options["from_scratch"],
-            }
-        )
-        if any(n < 1 for n in best_of) or not best_of:
-            raise CommandError("--best-of needs positive integers.")
-        return config
-
     def _label_sources(self, options):
-        try:
-            seed_list = seeds.parse_seeds(options["seeds"])
-        except loop.SimulationRefused as exc:
-            raise CommandError(str(exc)) from None
-        config = self._config(options)
-        sources = tuple(s.strip() for s in options["sources"].split(",") if s.strip())
-        ls_config = label_sources.LabelSourcesConfig(
-            budget=options["budget"],
-            human_cost=options["human_cost"],
-            rollouts=options["rollouts"],
-            mixed_share=options["mixed_share"],
-            sources=sources,
-            seeds=seed_list,
-            **_held_out_and_training(config, options),
-        )
+        ls_config = _built(label_sources.LabelSourcesConfig, options)
         try:
             result = label_sources.compare_label_sources(ls_config, emit=self.stderr.write)
         except loop.SimulationRefused as exc:
@@ -267,22 +161,14 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Budget {ls_config.budget:g} completions per source; a human-labeled solution "
             f"costs {ls_config.human_cost:g}, a rollout-labeled one {ls_config.rollouts} per "
-            f"step rolled out; seeds {', '.join(map(str, seed_list))} (mean ± std)."
+            f"step rolled out; seeds {', '.join(map(str, ls_config.seeds))} (mean ± std)."
         )
         self.stdout.write(label_sources.table(result))
         self._written(options, {**result, "summary": label_sources.summarize(result)})
 
     def _triage(self, options):
-        config = self._config(options)
+        triage_config = _built(triage.TriageConfig, options)
         try:
-            triage_config = triage.TriageConfig(
-                seeds=seeds.parse_seeds(options["seeds"]),
-                strategies=tuple(s.strip() for s in options["strategies"].split(",") if s.strip()),
-                rollouts=options["rollouts"],
-                per_problem_cap=config.per_problem_cap,
-                **_held_out_and_training(config, options),
-                **{name: options[name] for name, _ in _triage_own_options()},
-            )
             result = triage.compare(triage_config, emit=self.stderr.write)
         except loop.SimulationRefused as exc:
             raise CommandError(str(exc)) from None
@@ -299,6 +185,7 @@ class Command(BaseCommand):
     def _calibrate(self, options):
         from trainer.evaluation.simulation.calibrate import calibrate, run_to_run_spread
 
+        config = _built(loop.SimulationConfig, options)
         try:
             counts = [int(n) for n in options["calibrate"].split(",") if n.strip()]
         except ValueError:
@@ -311,10 +198,8 @@ class Command(BaseCommand):
         points = calibrate(
             train_seeds=train_seeds,
             label_counts=counts,
-            epochs=options["epochs"],
-            max_seconds=options["max_minutes"] * 60 if options["max_minutes"] else None,
-            seed=options["seed"],
-            params={"learning_rate": options["learning_rate"], "batch_size": options["batch_size"]},
+            seed=config.seed,
+            **recipe.knobs(config),
             on_point=lambda p: self.stderr.write(json.dumps(p.to_dict())),
         )
         header = (
@@ -357,38 +242,9 @@ def _generations_bar(total: int) -> tqdm:
     return tqdm(total=total, unit="generation", desc="simulation", file=sys.stderr, disable=None)
 
 
-def _held_out_and_training(config: loop.SimulationConfig, options) -> dict:
-    """What --label-sources and --triage take alike: the labelers' noise, the test set, best-of-N
-    and the training recipe."""
-    return {
-        "noise": config.noise,
-        "test_problems": options["ls_test_problems"],
-        "test_samples": options["ls_test_samples"],
-        "best_of": config.best_of,
-        "trials": config.trials,
-        "epochs": config.epochs,
-        "learning_rate": config.learning_rate,
-        "batch_size": config.batch_size,
-        "max_minutes": config.max_minutes,
-    }
-
-
-def _triage_own_options() -> list[tuple[str, object]]:
-    """The scalar fields of TriageConfig that no other mode's option already sets."""
-    shared = {
-        "seeds",
-        "strategies",
-        "noise",
-        "rollouts",
-        "per_problem_cap",
-        "test_problems",
-        "test_samples",
-        "best_of",
-        "trials",
-        "epochs",
-        "learning_rate",
-        "batch_size",
-        "max_minutes",
-    }
-    defaults = triage.TriageConfig()
-    return [(f.name, getattr(defaults, f.name)) for f in fields(defaults) if f.name not in shared]
+def _built(config: type, options) -> Any:
+    """The mode's parameter set from the options given (the others take its defaults)."""
+    try:
+        return config(**given_options(config, options))
+    except loop.SimulationRefused as exc:
+        raise CommandError(str(exc)) from None
