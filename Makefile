@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 
 .PHONY: run test test-fast setup migrate lint bench bench-export bench-serve bench-score bench-train \
-	bench-train-gpu bench-serve-load bench-active-learning bench-generate bench-text clean \
+	bench-train-gpu bench-serve-load bench-active-learning bench-generate bench-text bench-pages clean \
 	models-smollm2 gpu-carry gpu-check
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -14,7 +14,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	touch $@
 
 # KaTeX draws the math in the page (static/stepwise/math.js). It comes from the npm registry
-# at the version package-lock.json pins and is copied where collectstatic finds it.
+# at the version package-lock.json pins and is copied where collectstatic finds it. `npm ci` also
+# installs the devDependencies: axe-core, which core/tests/test_accessibility_browser.py reads.
 KATEX := static/vendor/katex
 $(KATEX)/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
@@ -77,6 +78,13 @@ bench: setup
 
 bench-export: setup
 	$(BIN)/python bench/export.py
+
+# Every page and list API of a researcher and an admin through the real server, p50/p95, on
+# the 100k database bench/export.py keeps (BENCH_PAGES_ARGS="--reuse-db" to time it again;
+# "--pool 1000000" tops the pool up to a million unlabeled, scored solutions).
+BENCH_PAGES_ARGS ?=
+bench-pages: setup
+	$(BIN)/python bench/pages.py $(BENCH_PAGES_ARGS)
 
 # Needs DATABASE_URL=postgres://…: it creates and drops its own database on that server.
 BENCH_SERVE_ARGS ?= --labelers 32 --seconds 30 --floor-seconds 10 --think-ms 1000

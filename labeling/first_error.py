@@ -28,7 +28,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from django.db.models import QuerySet
+from django.db.models import F, Func, IntegerField, QuerySet
 
 from labeling.agreement import Label, krippendorff_alpha, labels_of, training_label
 from labeling.models import LabelingSession, Solution
@@ -87,12 +87,25 @@ def agreement(units: Iterable[Unit]) -> FirstErrorAgreement:
     return result
 
 
+class _StepCount(Func):
+    """The length of a JSON array, counted by the database: reading every step's text to
+    count them took a third of a second for 2,000 solutions (issue 44)."""
+
+    function = "json_array_length"  # SQLite's
+    output_field = IntegerField()
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, function="jsonb_array_length", **extra)
+
+
 def step_counts(solution_ids: Iterable[int]) -> dict[int, int]:
     """Solution id -> its number of steps."""
     ids, counts = list(solution_ids), {}
     for start in range(0, len(ids), CHUNK):
-        rows = Solution.objects.filter(pk__in=ids[start : start + CHUNK]).values_list("pk", "steps")
-        counts.update((pk, len(steps)) for pk, steps in rows)
+        rows = Solution.objects.filter(pk__in=ids[start : start + CHUNK]).values_list(
+            "pk", _StepCount(F("steps"))
+        )
+        counts.update(rows)
     return counts
 
 

@@ -29,8 +29,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 
+from labeling import tallies
 from labeling.agreement import krippendorff_alpha
 from labeling.models import Generation, JudgeDisplay, LabelingSession, StepRating
 
@@ -199,14 +200,9 @@ def agreement_by_display() -> list[JudgeAgreement]:
     ratings = StepRating.objects.filter(
         completion_index=0, rating__isnull=False, step__session__submitted_at__isnull=False
     )
-    # Counted by the database: a PRM800K import holds a million ratings, nearly all hidden and
-    # of solutions no judge has labeled, which are only counted.
-    counts = dict(
-        ratings.order_by()
-        .values("judge_display")
-        .annotate(n=Count("id"))
-        .values_list("judge_display", "n")
-    )
+    # A PRM800K import holds a million ratings, nearly all hidden and of solutions no judge has
+    # labeled, which are only counted: added up from each label's kept counts (labeling/tallies).
+    counts = tallies.ratings_by_display()
     shown_rows = ratings.exclude(judge_display=HIDDEN).filter(judge_rating__isnull=False)
     for display, rating, judge in shown_rows.values_list("judge_display", "rating", "judge_rating"):
         pairs[display].append((rating, judge))

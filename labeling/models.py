@@ -21,6 +21,7 @@ from django.db.models.functions import Coalesce
 
 from core.jobs import Job, status_constraint
 from core.prm800k import RATINGS
+from labeling.shown_text import shown_text
 
 
 def text_digest(text: str) -> str:
@@ -42,8 +43,19 @@ def solution_digest(*, steps: list[str], answer: str) -> str:
 PROBLEM_LEVELS = (1, 5)
 
 
+class ProblemManager(models.Manager):
+    def bulk_create(self, objs, *args, **kwargs):
+        # Every route that stores problems in bulk gets the searchable text save() derives.
+        objs = list(objs)
+        for problem in objs:
+            problem.shown_text = shown_text(problem.text)
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class Problem(models.Model):
     text = models.TextField()
+    # The text as the page shows it (TeX drawn), which search reads (labeling/shown_text.py).
+    shown_text = models.TextField(blank=True, default="", editable=False)
     # PRM800K lines name their problem only by its text, so the text is the natural key.
     text_hash = models.CharField(max_length=64, unique=True, editable=False)
     answer = models.TextField(help_text="Ground-truth final answer.")
@@ -63,6 +75,8 @@ class Problem(models.Model):
     is_bad = models.BooleanField(default=False, help_text="Reported bad by a labeler.")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ProblemManager()
+
     class Meta:
         ordering = ["id"]
         constraints = [
@@ -77,6 +91,7 @@ class Problem(models.Model):
 
     def save(self, *args, **kwargs):
         self.text_hash = text_digest(self.text)
+        self.shown_text = shown_text(self.text)
         super().save(*args, **kwargs)
 
 
@@ -287,6 +302,14 @@ class Solution(models.Model):
             models.Index(fields=["id"], condition=Q(is_screening=True), name="solution_screening"),
             models.Index(
                 fields=["id"], condition=Q(is_quality_control=True), name="solution_quality_control"
+            ),
+            # The quality figures' few rows of a large pool: solutions labeled more than once
+            # (agreement between labelers) and those with gold (docs/benchmarks.md).
+            models.Index(
+                fields=["id"], condition=Q(labels_submitted__gte=2), name="solution_labeled_twice"
+            ),
+            models.Index(
+                fields=["id"], condition=Q(gold_ratings__isnull=False), name="solution_gold"
             ),
         ]
         constraints = [
@@ -559,7 +582,13 @@ class StepRating(models.Model):
                 fields=["judge_run"],
                 condition=Q(judge_run__isnull=False),
                 name="step_rating_judge_run",
-            )
+            ),
+            # The ratings given with a judge's rating shown, for the agreement with the judge.
+            models.Index(
+                fields=["step"],
+                condition=Q(judge_rating__isnull=False),
+                name="step_rating_judge_shown",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -700,3 +729,27 @@ class AnswerReview(models.Model):
 
     def __str__(self) -> str:
         return f"answer review of solution {self.solution_id} ({self.verdict})"
+
+
+class SessionTally(models.Model):
+    """Counts of one submitted label's ratings, kept so that the quality figures add up a row
+    per label instead of a row per rating (labeling/tallies.py). A tally holds for the version
+    of the label it was counted from (`counted_version`: when it was submitted or last
+    corrected); one whose label has changed since is counted again when next read."""
+
+    session = models.OneToOneField(
+        LabelingSession, on_delete=models.CASCADE, primary_key=True, related_name="tally"
+    )
+    # The label's labeler, copied (a label never changes hands): the sums need no join.
+    labeler = models.ForeignKey(Labeler, on_delete=models.CASCADE, related_name="+")
+    counted_version = models.DateTimeField()
+    # Rated steps of the solution's own (completion 0), by what the labeler saw of the judge.
+    hidden = models.PositiveIntegerField(default=0)
+    revealed = models.PositiveIntegerField(default=0)
+    confirm = models.PositiveIntegerField(default=0)
+    # Those ratings themselves, [[step index, rating], …]: agreement between labelers reads a
+    # row per label, not ten rows through two joins.
+    ratings = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"tally of session {self.session_id}"

@@ -23,6 +23,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from core.errors import Conflict
+from labeling import tallies
 from labeling.models import (
     FinishReason,
     Guideline,
@@ -305,13 +306,9 @@ def labeler_figures(
     """
     labelers = Labeler.objects.select_related("user").order_by("uuid")
     sessions = LabelingSession.objects.all()
-    ratings = StepRating.objects.filter(
-        completion_index=0, rating__isnull=False, step__session__submitted_at__isnull=False
-    )
     if labeler_ids is not None:
         labelers = labelers.filter(pk__in=labeler_ids)
         sessions = sessions.filter(labeler_id__in=labeler_ids)
-        ratings = ratings.filter(step__session__labeler_id__in=labeler_ids)
 
     figures = {
         lab.pk: LabelerFigures(
@@ -337,11 +334,8 @@ def labeler_figures(
         f.days_active = row["days"]
         moments = [m for m in (row["last_submitted"], row["last_activity"]) if m is not None]
         f.last_active = max(moments, default=None)
-    for labeler_id, steps in (
-        ratings.values("step__session__labeler_id")
-        .annotate(n=Count("pk"))
-        .values_list("step__session__labeler_id", "n")
-    ):
+    # Added up from each label's kept counts, not from the million ratings (labeling/tallies.py).
+    for labeler_id, steps in tallies.steps_by_labeler(labeler_ids=labeler_ids).items():
         if labeler_id in figures:
             figures[labeler_id].steps = steps
     agreements = gold_agreement_by_labeler(

@@ -4,7 +4,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 
 from core import jobs
-from labeling import grading
+from labeling import grading, tallies
 from labeling.services import import_jobs
 
 
@@ -18,6 +18,10 @@ def regrade_solutions_task(problem_ids: list[int] | None = None) -> dict[str, in
 def run_import_job_task(self, job_id: int) -> str:
     # A redelivered job that already started is not run twice (see run_import_job).
     job = import_jobs.run_import_job(job_id=job_id, worker_hostname=self.request.hostname or "")
+    if job.status == jobs.JobStatus.SUCCEEDED:
+        # The quality figures' counts of the new labels, made here rather than on the first
+        # look at the quality page (seconds at PRM800K's size; labeling/tallies.py).
+        tallies.refresh()
     return job.status
 
 

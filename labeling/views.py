@@ -31,7 +31,16 @@ from core.permissions import (
     can_view_quality,
     has_role,
 )
-from labeling import agreement, first_error, judge_display, mathtext, quality, selectors, tokens
+from labeling import (
+    agreement,
+    first_error,
+    judge_display,
+    mathtext,
+    quality,
+    selectors,
+    tallies,
+    tokens,
+)
 from labeling.forms import ApiTokenForm, LiveGenerationForm
 from labeling.models import FinishReason, Generation, Labeler, LabelingSession
 from labeling.services import corrections, live, overlap, reports, workbench
@@ -322,17 +331,18 @@ def renew(request: HttpRequest, session_id: int) -> HttpResponse:
 def quality_dashboard(request: HttpRequest) -> HttpResponse:
     if not can_view_quality(request.user):
         raise PermissionDenied("The quality page is for researchers and admins.")
-    overlapping = agreement.overlapping_labels()
-    between = agreement.peer_agreement_by_labeler(overlapping)
-    context = {
-        "labelers": [
-            (figures, between.get(figures.labeler_id)) for figures in quality.labeler_figures()
-        ],
-        "by_generation": agreement.agreement_by_generation(overlapping),
-        "first_error": first_error.report(overlapping),
-        "with_judge": judge_display.agreement_by_display(),
-        "can_manage": can_manage_labelers(request.user),
-    }
+    with tallies.refreshed():  # the labels' tallies compared once for every figure
+        overlapping = agreement.overlapping_labels()
+        between = agreement.peer_agreement_by_labeler(overlapping)
+        context = {
+            "labelers": [
+                (figures, between.get(figures.labeler_id)) for figures in quality.labeler_figures()
+            ],
+            "by_generation": agreement.agreement_by_generation(overlapping),
+            "first_error": first_error.report(overlapping),
+            "with_judge": judge_display.agreement_by_display(),
+            "can_manage": can_manage_labelers(request.user),
+        }
     return render(request, "labeling/quality.html", context)
 
 
