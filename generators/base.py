@@ -41,7 +41,13 @@ class SamplingSettings(Params):
     noun = "sampling setting"
 
     temperature: float = param(0.7, label="Temperature", low=0, high=2)
-    top_p: float = param(0.95, label="top_p", low=0.01, high=1)
+    top_p: float = param(
+        0.95,
+        label="Top-p",
+        help="Nucleus sampling: only the likeliest tokens whose probabilities add up to this.",
+        low=0.01,
+        high=1,
+    )
     max_tokens: int = param(
         512, label="Max tokens", help="Most tokens in one reply.", low=1, high=32768
     )

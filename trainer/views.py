@@ -32,6 +32,7 @@ from trainer.models import ModelVersion, TrainingRun
 from trainer.scoring.progress import scoring_progress
 from trainer.selection import progress as generation_progress
 from trainer.training import charts, consensus, model_versions, runs, selectors
+from trainer.training.metrics import name_of
 from trainer.training.params import CONSENSUS_SOURCES, InvalidParams, TrainingParams
 
 _require_researcher = partial(require_researcher, refusal="Training is for researchers and admins.")
@@ -111,7 +112,8 @@ def _run_context(run: TrainingRun) -> dict:
         "job": run,
         "epochs": [epoch.get("epoch") for epoch in run.metrics],
         "metric_rows": [
-            (name, [_metric_text(epoch.get(name)) for epoch in run.metrics]) for name in names
+            (name_of(name), [_metric_text(epoch.get(name)) for epoch in run.metrics])
+            for name in names
         ],
         "charts": charts.run_charts(metrics=run.metrics),
         "version": getattr(run, "model_version", None),

@@ -32,3 +32,11 @@ def duration_ms(value: int | None) -> str:
     if minutes:
         return f"{minutes} min"
     return f"{seconds} s"
+
+
+@register.filter
+def finish_reason(value: str | None) -> str:
+    """A label's finish reason in words ("Found an error"), as LabelingSession says it."""
+    from labeling.models import FinishReason
+
+    return dict(FinishReason.choices).get(value or "", value or DASH)

@@ -231,13 +231,7 @@ def best_baseline(figure: dict) -> float | None:
     return max(values) if values else None
 
 
-LABELS = {
-    "first_error_f1": "First-error F1",
-    "first_error_acc_erroneous": "Accuracy on erroneous items",
-    "first_error_acc_correct": "Accuracy on correct items",
-    "step_auroc": "Step AUROC",
-    "best_of_n": "Best-of-N",
-}
+LABELS = metrics.NAMES
 
 
 def _shown(value: float | None) -> str:

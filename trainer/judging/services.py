@@ -74,8 +74,8 @@ class JudgeParams(Params):
     format: str = param(
         JudgeFormat.PER_STEP.value,
         label="Format",
-        help="per_step: a rating (+1, 0, -1) and a reason per step; first_error: "
-        "ProcessBench's critic, the index of the first wrong step (+1 before it, -1 at it).",
+        help="A rating and a reason per step: +1, 0 or -1 and why; or the first wrong step, "
+        "ProcessBench's critic: the index of the first wrong step (+1 before it, -1 at it).",
         choices=dict(JudgeFormat.choices),
     )
 

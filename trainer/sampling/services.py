@@ -75,8 +75,8 @@ class RolloutParams(Params):
     search: str = param(
         Search.EVERY_STEP.value,
         label="Rollout search",
-        help="every_step: k rollouts from every step (Math-Shepherd); first_error: binary "
-        "search for the first step whose prefix can no longer reach the answer (OmegaPRM), "
+        help="Every step: k rollouts from every step (Math-Shepherd). First-error search: a "
+        "binary search for the first step whose prefix can no longer reach the answer (OmegaPRM), "
         "about log2(n) steps rolled out instead of n - 1. Rollout runs only.",
         choices={choice.value: choice.label for choice in Search},
     )

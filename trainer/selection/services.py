@@ -67,6 +67,7 @@ from trainer.selection.pool import (
 from trainer.selection.strategies import (
     DEFAULT_STRATEGY,
     STRATEGIES,
+    STRATEGY_WORDS,
     Candidate,
     Pick,
     at_random,
@@ -121,7 +122,7 @@ class SelectionParams(Params):
     invalid = InvalidSelection
     noun = "selection parameter"
 
-    strategy: str = param(setting="SELECTION_STRATEGY", label="Strategy", choices=tuple(STRATEGIES))
+    strategy: str = param(setting="SELECTION_STRATEGY", label="Strategy", choices=STRATEGY_WORDS)
     batch_size: int = param(
         setting="SELECTION_BATCH_SIZE",
         label="Batch size",
@@ -163,21 +164,22 @@ class SelectionParams(Params):
     judge_display: str = param(
         setting="SELECTION_JUDGE_DISPLAY",
         label="Judge labels shown",
-        help="What labelers see of the judge (labeling.judge_display).",
+        help="What labelers see of the judge's labels: nothing, its rating after they rate "
+        "a step, or a suggestion to confirm or change before.",
         choices=dict(Generation.JudgeDisplay.choices),
     )
     ensemble_members: int = param(
         8,
         label="Ensemble members",
         help="Dropout copies of the PRM's head whose spread is its uncertainty "
-        "(ensemble_uncertainty only; each costs a head evaluation per step).",
+        "(ensemble uncertainty only; each costs a head evaluation per step).",
         low=2,
         high=64,
     )
     ensemble_dropout: float = param(
         0.1,
         label="Ensemble dropout",
-        help="Share of the head's inputs each member drops (ensemble_uncertainty only).",
+        help="Share of the head's inputs each member drops (ensemble uncertainty only).",
         low=0,
         high=1,
         low_open=True,

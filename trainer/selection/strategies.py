@@ -254,6 +254,15 @@ STRATEGIES: dict[str, Strategy] = {
     "ensemble_uncertainty": ensemble_uncertainty,
 }
 DEFAULT_STRATEGY = "convincing_wrong_answer"
+# Each strategy as a person reads it (forms, pages); the key is its name in the API and CLI.
+STRATEGY_WORDS: dict[str, str] = {
+    "convincing_wrong_answer": "Convincing wrong answers (the PRM likes them; the answer is wrong)",
+    "uniform": "Uniform (at random)",
+    "uncertainty": "Uncertainty (the PRM's score nearest one half)",
+    "disagreement": "Disagreement (the label sources put the first error far apart)",
+    "ensemble_uncertainty": "Ensemble uncertainty (the ensemble's members disagree most)",
+}
+assert set(STRATEGY_WORDS) == set(STRATEGIES)
 
 
 def _is_wrong(c: Candidate) -> bool:

@@ -7,6 +7,8 @@ free. Each chart has an epoch axis (x) and a labelled value axis (y).
 
 from dataclasses import dataclass, field
 
+from trainer.training.metrics import name_of
+
 # The viewBox and the plot area inside it (room left and below for the axis labels).
 WIDTH, HEIGHT = 420, 200
 LEFT, RIGHT, TOP, BOTTOM = 48, 410, 12, 160
@@ -24,7 +26,8 @@ class Tick:
 
 @dataclass
 class Curve:
-    name: str
+    name: str  # the metric's key
+    label: str  # its name as a person reads it
     css: str  # c1..c4: the colour, shared with the legend
     points: str  # the polyline's points
     dots: list[tuple[float, float]]  # one marker per epoch, so a single epoch shows too
@@ -104,7 +107,9 @@ def _chart(
             continue
         dots = [(round(xs[e], 1), round(y(v), 1)) for e, v in series[name]]
         points = " ".join(f"{px},{py}" for px, py in dots)
-        curves.append(Curve(name=name, css=f"c{index}", points=points, dots=dots))
+        curves.append(
+            Curve(name=name, label=name_of(name), css=f"c{index}", points=points, dots=dots)
+        )
     y_ticks = [
         Tick(x=LEFT - 6, y=round(y(top * k / 4), 1) + 3, label=f"{top * k / 4:.2g}")
         for k in range(5)

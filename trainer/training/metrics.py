@@ -9,6 +9,23 @@ from collections.abc import Sequence
 
 THRESHOLD = 0.5
 
+# Each metric as pages, logs and the API's labels name it (the key is its name in the API).
+NAMES = {
+    "train_loss": "Training loss",
+    "eval_loss": "Held-out loss",
+    "step_accuracy": "Step accuracy",
+    "step_auroc": "Step AUROC",
+    "first_error_f1": "First-error F1",
+    "first_error_acc_erroneous": "Accuracy on erroneous items",
+    "first_error_acc_correct": "Accuracy on correct items",
+    "best_of_n": "Best-of-N",
+}
+
+
+def name_of(metric: str) -> str:
+    """A metric's name as a person reads it; an unknown one with its underscores as spaces."""
+    return NAMES.get(metric, metric.replace("_", " "))
+
 
 def is_ok(label: int, *, neutral_as_positive: bool = True) -> bool:
     return label == 1 or (neutral_as_positive and label == 0)
