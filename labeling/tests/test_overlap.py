@@ -76,7 +76,7 @@ def test_two_labelers_on_one_overlapping_solution_give_the_figures_computed_by_h
     ann_row = html.split(f'data-labeler="{ann.uuid}"')[1].split("</tr>")[0]
     assert '"others-alpha">-0.111' in ann_row
     detail = client.get(reverse("generation-detail", args=[generation.pk])).content.decode()
-    assert '"alpha">-0.111' in detail and "1 solutions go to 2 labelers each" in detail
+    assert '"alpha">-0.111' in detail and "1 solution goes to 2 labelers each" in detail
 
 
 def test_krippendorffs_own_example_gives_his_alpha():
