@@ -200,3 +200,28 @@ def test_items_are_scored_in_batches_of_similar_length_and_figured_in_file_order
     prm = PRM.load(evaluation.model_version.checkpoint)
     alone = [score(prm, problems=[i["problem"]], steps=[i["steps"]])[0] for i in ITEMS]
     assert done.results == sets.figures.evaluate(sets.items_of(evaluation.evaluation_set), alone)
+
+
+def test_on_the_cpu_a_forward_pass_stops_at_the_token_budget(monkeypatch):
+    # Issue 46, item 1: a padded batch of sixteen long solutions took 2.6 times as long per
+    # solution on the CPU as each alone; a CPU batch now ends at CPU_SCORE_TOKENS tokens
+    # (padding counted), and the scores are those of each item alone.
+    from trainer.training.ml import prm as prm_module
+
+    lengths = [30, 900, 1000, 1100, 2000, 40, 35, 1500]
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    chunks = list(prm_module._score_chunks(order, lengths, 16, 2048))
+    assert [i for chunk in chunks for i in chunk] == order
+    for chunk in chunks:
+        assert len(chunk) == 1 or len(chunk) * max(lengths[i] for i in chunk) <= 2048
+    assert [len(c) for c in chunks] == [3, 2, 1, 1, 1]  # the short ones share; the long ones not
+    assert list(prm_module._score_chunks(order, lengths, 16, None)) == [order]  # CUDA
+
+    prm = PRM.build(base_model=None, corpus=[s for i in ITEMS for s in i["steps"]], seed=1)
+    problems, steps = [i["problem"] for i in ITEMS], [i["steps"] for i in ITEMS]
+    monkeypatch.setattr(prm_module, "CPU_SCORE_TOKENS", 10**9)
+    padded = prm.score(problems=problems, steps=steps, batch_size=16)
+    monkeypatch.setattr(prm_module, "CPU_SCORE_TOKENS", 8)
+    budgeted = prm.score(problems=problems, steps=steps, batch_size=16)
+    for a, b in zip(padded, budgeted, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)

@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -403,9 +403,9 @@ class PRM:
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         out: list[torch.Tensor | None] = [None] * len(encoded)
         self.module.eval()
+        budget = None if self.device.type == "cuda" else CPU_SCORE_TOKENS
         with torch.inference_mode(), self.autocast():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
+            for chunk in _score_chunks(order, [len(e) for e in encoded], batch_size, budget):
                 input_ids, _ = pad([encoded[i] for i in chunk], self.pad_id)
                 input_ids = input_ids.to(self.device)
                 # No attention mask: padding is on the right and attention is causal, so no
@@ -630,3 +630,29 @@ def _not_written(path: Path, exc: Exception) -> str:
     errno = getattr(exc, "errno", None)
     cause = f"[Errno {errno}] {exc.strerror}" if errno else str(exc)
     return f"Could not write the checkpoint {path}: {cause}. Nothing was kept."
+
+
+# On the CPU a forward pass is fastest at about one long solution: a padded batch of sixteen
+# 1,000-2,000-token solutions took 2.6 times as long per solution as each alone (SmolLM2,
+# bench/evaluate.py, docs/benchmarks.md), the activations of a big batch spilling out of the
+# caches. So on the CPU a batch also stops at this many tokens (padding included); short
+# solutions still share one. On CUDA only `batch_size` bounds it.
+CPU_SCORE_TOKENS = 2048
+
+
+def _score_chunks(
+    order: list[int], lengths: list[int], batch_size: int, budget: int | None
+) -> Iterator[list[int]]:
+    """`order` (sorted by length, shortest first) cut into batches of at most `batch_size`
+    items and, with a `budget`, at most `budget` tokens once padded to the longest."""
+    chunk: list[int] = []
+    for i in order:
+        full = len(chunk) >= batch_size or (
+            budget is not None and chunk and (len(chunk) + 1) * lengths[i] > budget
+        )
+        if full:
+            yield chunk
+            chunk = []
+        chunk.append(i)
+    if chunk:
+        yield chunk
