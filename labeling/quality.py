@@ -350,8 +350,9 @@ def labeler_figures(
 @dataclass
 class Today:
     solutions: int  # finished (submitted) today
-    steps: int  # rated in the sessions worked on today
-    time_ms: int  # time on task of those sessions
+    steps: int  # rated in the labels submitted today: counted as "All my labels" counts them
+    time_ms: int  # time on task of the sessions worked on today
+    open_steps: int = 0  # rated today in a label not yet submitted
 
 
 def start_of_today(now: datetime | None = None) -> datetime:
@@ -374,10 +375,18 @@ def today_progress(*, labeler: Labeler, now: datetime | None = None) -> Today:
     totals = today.aggregate(
         solutions=Count("pk", filter=Q(submitted_at__isnull=False)), time_ms=Sum("total_time")
     )
-    steps = StepRating.objects.filter(
+    rated = StepRating.objects.filter(
         step__session__in=today, completion_index=0, rating__isnull=False
-    ).count()
-    return Today(solutions=totals["solutions"], steps=steps, time_ms=totals["time_ms"] or 0)
+    ).aggregate(
+        submitted=Count("pk", filter=Q(step__session__submitted_at__isnull=False)),
+        open=Count("pk", filter=Q(step__session__submitted_at__isnull=True)),
+    )
+    return Today(
+        solutions=totals["solutions"],
+        steps=rated["submitted"],
+        time_ms=totals["time_ms"] or 0,
+        open_steps=rated["open"],
+    )
 
 
 def current_guideline() -> Guideline | None:
