@@ -74,6 +74,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Cache-Control: no-store on secrets and exports (core/nostore.py).
     "core.nostore.NoStoreMiddleware",
+    # Deprecation and Sunset headers on a request that used an old field name (core/deprecation.py).
+    "core.deprecation.DeprecationMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

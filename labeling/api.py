@@ -246,7 +246,7 @@ class RateView(APIView):
 
     @extend_schema(request=s.RateSerializer, responses=s.SessionStateSerializer)
     def post(self, request: Request, pk: int) -> Response:
-        body = s.RateSerializer(data=request.data)
+        body = s.RateSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         labeler = get_or_create_labeler(user=request.user)
         session = workbench.rate_step(
@@ -268,7 +268,7 @@ class SubmitView(APIView):
 
     @extend_schema(request=s.SubmitSerializer, responses=s.SessionSerializer)
     def post(self, request: Request, pk: int) -> Response:
-        body = s.SubmitSerializer(data=request.data)
+        body = s.SubmitSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         labeler = get_or_create_labeler(user=request.user)
         session = workbench.submit_session(
@@ -499,7 +499,7 @@ class LiveActionView(APIView):
         }.get(action)
         if serializer is None:
             raise NotFound(f"No live action {action!r}.")
-        body = serializer(data=request.data)
+        body = serializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
         d = body.validated_data
         if action == "rate":

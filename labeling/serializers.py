@@ -4,7 +4,7 @@ from drf_spectacular.utils import extend_schema_field
 from knox.models import AuthToken
 from rest_framework import serializers
 
-from core import prm800k, rules
+from core import deprecation, prm800k, rules
 from core.idlists import id_list_field
 from core.params import describe
 from core.permissions import can_view_quality
@@ -303,6 +303,8 @@ class RenamedFieldsSerializer(serializers.Serializer):
             if old not in data:
                 continue
             value = data.pop(old)
+            if "request" in self.context:
+                deprecation.mark(self.context["request"], [old])
             # The new name as sent, not as its default filled it in.
             if name in self.initial_data and data.get(name) != value:
                 raise serializers.ValidationError({old: f"Says otherwise than {name}."})

@@ -473,3 +473,26 @@ def test_quality_control_is_blind_in_a_labelers_api_responses(make_user, make_so
     assert seen["queue"] == role and seen[f"is_{role}"] is True
     served = reviewer.post("/api/sessions/next/").json()
     assert served["queue"] == role and served["session"][f"is_{role}"] is True
+
+
+def test_an_old_field_name_is_served_and_answered_with_its_sunset(demo):
+    # Issue 42: names kept since a rename had no date; a request using one now learns it from
+    # the headers (RFC 9745 Deprecation, RFC 8594 Sunset), and the new names carry none.
+    from core import deprecation
+
+    client = client_for("annotator")
+    served = client.post("/api/sessions/next/").json()
+    url = f"/api/sessions/{served['session']['id']}/rate/"
+
+    old = client.post(url, {"step": 0, "rating": 1}, format="json")
+    assert old.status_code == 200
+    assert old["Sunset"] == "Tue, 01 Jun 2027 00:00:00 GMT" and old["Deprecation"].startswith("@")
+    assert deprecation.SUNSET.isoformat() == "2027-06-01"
+    new = client.post(url, {"step_index": 1, "rating": 1}, format="json")
+    assert new.status_code == 200 and "Sunset" not in new and "Deprecation" not in new
+    submitted = client.post(
+        f"/api/sessions/{served['session']['id']}/submit/",
+        {"finish_reason": "give_up", "reason": "stuck"},
+        format="json",
+    )
+    assert submitted.status_code == 200 and "Sunset" in submitted
