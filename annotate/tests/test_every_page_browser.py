@@ -53,7 +53,9 @@ CRUSHED = """() => [...document.querySelectorAll('main button, main a, nav a, na
 RAW_TEX = re.compile(r"\\[a-zA-Z]{2,}")
 
 
-def routes():
+def all_routes() -> list[tuple[str, str, list[str]]]:
+    """Every named route of the URL tree: (its pattern, its name, its path arguments)."""
+
     def walk(patterns, prefix=""):
         for p in patterns:
             if isinstance(p, URLResolver):
@@ -61,7 +63,11 @@ def routes():
             elif isinstance(p, URLPattern) and p.name:
                 yield prefix + str(p.pattern), p.name, list(p.pattern.converters)
 
-    return [r for r in walk(get_resolver().url_patterns) if not r[0].startswith(SKIP_PREFIXES)]
+    return list(walk(get_resolver().url_patterns))
+
+
+def routes():
+    return [r for r in all_routes() if not r[0].startswith(SKIP_PREFIXES)]
 
 
 @pytest.fixture

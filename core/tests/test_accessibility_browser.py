@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import reverse
 from django.utils import timezone
 
-from annotate.tests.test_every_page_browser import install  # noqa: F401 (a fixture)
+from annotate.tests import test_every_page_browser as every_page
+from annotate.tests.test_every_page_browser import all_routes, install  # noqa: F401 (a fixture)
 from generators.models import LocalModel
 from labeling.models import LabelingSession, Solution, StepLabel, StepRating
 from trainer.evaluation.models import Evaluation
@@ -64,14 +65,7 @@ RUN_AXE = """async () => {
 
 
 def routes():
-    def walk(patterns, prefix=""):
-        for p in patterns:
-            if isinstance(p, URLResolver):
-                yield from walk(p.url_patterns, prefix + str(p.pattern))
-            elif isinstance(p, URLPattern) and p.name:
-                yield prefix + str(p.pattern), p.name, list(p.pattern.converters)
-
-    return list(walk(get_resolver().url_patterns))
+    return all_routes()
 
 
 def skipped(route: str) -> bool:
@@ -128,22 +122,12 @@ def pages(install):  # noqa: F811 (the fixture imported above)
 
 
 def url_of(route: str, name: str, converters: list[str], *, role: str, data) -> str:
-    _, sessions, ids, runs = data
-    kwargs = {}
-    for key in converters:
-        if key == "session_id":
-            kwargs[key] = sessions[role].pk
-        elif key == "run_id":
-            kind = name.split("-")[0]
-            kwargs[key] = runs[kind if kind in ("sampling", "judge") else "run"]
-        elif key in ids:
-            kwargs[key] = ids[key]
-        else:
-            raise AssertionError(
-                f"{route} ({name}): no test object for its argument {key!r}: make one in the "
-                "fixture, or say in SKIPPED why the page is not checked"
-            )
-    return reverse(name, kwargs=kwargs)
+    try:
+        return every_page.url_of(route, name, converters, role=role, install=data)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}: make one in the fixture, or say in SKIPPED why the page is not checked"
+        ) from None
 
 
 def signed_in(browser, live_server, user):
