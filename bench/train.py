@@ -43,6 +43,9 @@ use; on a machine that is busy with other work, `--threads 1` gives steadier fig
 Exits non-zero when the two sides did not get the same tokenizer, initial backbone weights,
 token ids, tokens or number of optimizer steps, and with a message when the SmolLM2 checkpoint
 is missing.
+
+Over 500 lines on purpose: a benchmark is one command, and both trainers, their setup and the
+report must train the same data the same way, side by side.
 """
 
 import argparse

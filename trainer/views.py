@@ -53,7 +53,7 @@ def _recent_runs() -> list[TrainingRun]:
 
 
 @login_required
-def run_list(request: HttpRequest) -> HttpResponse:
+def training_run_list(request: HttpRequest) -> HttpResponse:
     _require_researcher(request)
     form = TrainingRunForm(request.POST or None)
     status = 200
@@ -68,10 +68,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
             else:
                 # No flash message: the run page's live status says where the run is, and a
                 # message saying "queued" would stay after the run had finished.
-                return redirect("run-detail", run_id=run.pk)
+                return redirect("training-run-detail", run_id=run.pk)
     return render(
         request,
-        "trainer/run_list.html",
+        "trainer/training_run_list.html",
         {
             **job_views.table_context(_recent_runs()),
             "form": form,
@@ -82,12 +82,12 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def run_table(request: HttpRequest) -> HttpResponse:
+def training_run_table(request: HttpRequest) -> HttpResponse:
     """The runs table alone, polled by htmx while a run is live."""
     _require_researcher(request)
     return render(
         request,
-        "trainer/_run_table.html",
+        "trainer/_training_run_table.html",
         {**job_views.table_context(_recent_runs()), "metric": settings.PRM_PROMOTE_METRIC},
     )
 
@@ -124,19 +124,19 @@ RUN_PAGES = job_views.JobPages(
     allowed=_require_researcher,
     get=_run_or_404,
     context=_run_context,
-    page_template="trainer/run_detail.html",
-    progress_template="trainer/_run_progress.html",
-    page_url="run-detail",
+    page_template="trainer/training_run_detail.html",
+    progress_template="trainer/_training_run_progress.html",
+    page_url="training-run-detail",
     cancel_job=runs.cancel_training_run,
     stops="at its next step",
 )
-run_detail = login_required(RUN_PAGES.page)
-run_progress = login_required(RUN_PAGES.progress)
-run_cancel = login_required(require_POST(RUN_PAGES.cancel))
+training_run_detail = login_required(RUN_PAGES.page)
+training_run_progress = login_required(RUN_PAGES.progress)
+training_run_cancel = login_required(require_POST(RUN_PAGES.cancel))
 
 
 @login_required
-def model_list(request: HttpRequest) -> HttpResponse:
+def model_version_list(request: HttpRequest) -> HttpResponse:
     _require_researcher(request)
     versions = [
         (version, selectors.key_metric(version.metrics)) for version in selectors.model_versions()
@@ -144,7 +144,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
     active = selectors.active_model_version()
     return render(
         request,
-        "trainer/model_list.html",
+        "trainer/model_version_list.html",
         {
             "versions": versions,
             "metric": settings.PRM_PROMOTE_METRIC,
@@ -155,7 +155,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def model_activate(request: HttpRequest, model_version_id: int) -> HttpResponse:
+def model_version_activate(request: HttpRequest, model_version_id: int) -> HttpResponse:
     _require_researcher(request)
     if not ModelVersion.objects.filter(pk=model_version_id).exists():
         raise Http404("No such model version.")
@@ -167,7 +167,7 @@ def model_activate(request: HttpRequest, model_version_id: int) -> HttpResponse:
         # The confirm step: what would be lost, and a button that activates anyway.
         return render(
             request,
-            "trainer/model_activate_confirm.html",
+            "trainer/model_version_activate_confirm.html",
             {"version": ModelVersion.objects.get(pk=model_version_id), "reason": str(exc)},
             status=409,
         )
@@ -175,12 +175,12 @@ def model_activate(request: HttpRequest, model_version_id: int) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{version} is now active; solutions are being rescored.")
-    return redirect("model-list")
+    return redirect("model-version-list")
 
 
 @login_required
-def model_scoring(request: HttpRequest, model_version_id: int) -> HttpResponse:
-    """The active version's rescoring of the pool; the model list polls it until it is done."""
+def model_version_scoring(request: HttpRequest, model_version_id: int) -> HttpResponse:
+    """The active version's rescoring of the pool; the model version list polls it until it is done."""
     _require_researcher(request)
     return render(request, "trainer/_scoring_progress.html", _scoring_context(model_version_id))
 

@@ -30,6 +30,9 @@ The flows are one checklist: each is timed and a failing one does not hide the o
 that need its result are reported as not run); the test fails at the end naming every failure.
 Last, no row holds a host's path (the text of the common private path), logs included: a log
 that named one would send a reader to a folder that exists on one host only.
+
+Over 500 lines on purpose: the four hosts and every flow that crosses them are one scenario,
+set up once for both stores; split, each part would start the hosts again.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ holds a secret, a redirect to another port). A researcher's own URL may reach 12
 where a test lists it in GENERATOR_ALLOWED_NETWORKS, as an operator would list a network;
 addresses other than 127.0.0.1 are refused without a connection (the rule is checked before
 any is made), and names are resolved by a stand-in resolver where a test needs a name.
+Over 500 lines on purpose: every outbound rule is tested against the one recording server.
 """
 
 import io

@@ -7,7 +7,8 @@ the test checks that it did, so a failure here is the grader's and not the gener
 
 Each property runs seed after seed (`_for_seconds`) for GRADING_PROPERTY_SECONDS, so that a
 slow grader still gets a fixed amount of testing and every failure is reproducible from its
-seed. No database: the grader is pure.
+seed. No database: the grader is pure. Over 500 lines on purpose: the value generators and
+the properties that use them must agree on one notion of a value, kept in one file.
 """
 
 import functools

@@ -168,7 +168,7 @@ def test_imported_solutions_are_scored_by_the_active_version_as_they_arrive(
     tmp_path, monkeypatch, django_capture_on_commit_callbacks
 ):
     # Issue 30, point 9: solutions added after an activation stayed unscored until the next
-    # activation while the models page said the scoring "updates on its own".
+    # activation while the model versions page said the scoring "updates on its own".
     from trainer import pipeline
     from trainer.models import ModelVersion
 

@@ -5,6 +5,7 @@ the reference solution or what sorts the problems; labelers are listed in an ord
 not follow their names; a token ends with the credentials it was made under; throttles and
 the login lockout count the client's address, not a header the client writes; secrets and
 exports are not cached; the schema needs a login; a problem level is MATH's 1 to 5.
+Over 500 lines on purpose: one short test per finding, kept together as the review's record.
 """
 
 import io

@@ -36,7 +36,7 @@ def test_rating_buttons_and_checkboxes_are_at_least_24_px(browser, live_server, 
     context = signed_in(browser, live_server, users["researcher"])
     page = context.new_page()
     page.set_viewport_size(PHONE)
-    page.goto(live_server.url + reverse("run-list"))
+    page.goto(live_server.url + reverse("training-run-list"))
     boxes = page.evaluate(SIZES, "input[type=checkbox]")
     assert boxes and [b for b in boxes if b[1] < 24 or b[2] < 24] == [], boxes
     context.close()

@@ -130,7 +130,7 @@ def evaluation_cancel(request: HttpRequest, model_version_id: int, evaluation_id
         request,
         cancel_job=lambda: sets.cancel_evaluation(evaluation_id=evaluation_id),
         stops=sets.STOPS,
-        then=reverse("model-detail", args=[model_version_id]),
+        then=reverse("model-version-detail", args=[model_version_id]),
     )
 
 
@@ -148,7 +148,7 @@ def model_version_evaluate(request: HttpRequest, model_version_id: int):
         if queued
         else "It has an evaluation on every registered set already.",
     )
-    return redirect("model-detail", model_version_id)
+    return redirect("model-version-detail", model_version_id)
 
 
 @login_required
@@ -161,4 +161,4 @@ def evaluation_again(request: HttpRequest, model_version_id: int, evaluation_id:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Evaluation {evaluation_id} is queued again.")
-    return redirect("model-detail", model_version_id)
+    return redirect("model-version-detail", model_version_id)

@@ -267,7 +267,7 @@ def test_a_bad_consensus_sources_value_is_refused_by_the_api_form_and_command(cl
     assert api.status_code == 400
     assert "consensus_sources must be one of" in api.content.decode()
     page = client.post(
-        reverse("run-list"), {"label_source": "consensus", "consensus_sources": "crowd"}
+        reverse("training-run-list"), {"label_source": "consensus", "consensus_sources": "crowd"}
     )
     assert page.status_code == 400 and "consensus_sources must be one of" in page.content.decode()
     with pytest.raises(CommandError, match="consensus_sources must be one of"):
@@ -306,7 +306,7 @@ def test_a_training_run_on_consensus_labels_trains_on_the_expected_examples(
     assert run.dataset_size == 4  # s2, s5, s1, s3 (by hand, in the fixture)
     assert "Step labels: 4 from humans, 4 from the consensus of rollout + judge." in run.log_tail
     assert run.step_labels == {"human": 4, "consensus": 4}
-    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    page = client.get(reverse("training-run-detail", args=[run.pk])).content.decode()
     assert '<dd class="step-labels">4 human, 4 consensus</dd>' in page
     api = client.get(f"/api/training-runs/{run.pk}/").json()
     assert api["step_labels"] == {"human": 4, "consensus": 4}

@@ -29,12 +29,12 @@ def test_researcher_pages_are_readable_in_dark_mode(browser, live_server, pages)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     found = {}
     for name, path in {
-        "runs": reverse("run-list"),
-        "run": reverse("run-detail", args=[runs["run"]]),
+        "runs": reverse("training-run-list"),
+        "run": reverse("training-run-detail", args=[runs["run"]]),
         "sampling": reverse("sampling-list"),
         "judging": reverse("judge-list"),
         "judge-run": reverse("judge-detail", args=[runs["judge"]]),
-        "models": reverse("model-list"),
+        "models": reverse("model-version-list"),
         "disagreements": reverse("disagreement-list"),
         "inspect": reverse("solution-inspect", args=[ids["solution_id"]]),
         "generations": reverse("generation-list"),

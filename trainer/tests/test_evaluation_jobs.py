@@ -88,7 +88,7 @@ def test_a_cancel_stops_the_evaluation_after_its_batch_and_it_is_evaluated_again
     assert done.results == {}  # no figures from part of the items
     assert f"Cancelled after {sets.BATCH_MAX} of {len(ITEMS)} items" in done.log_tail
 
-    page = client.get(reverse("model-detail", args=[evaluation.model_version_id])).content
+    page = client.get(reverse("model-version-detail", args=[evaluation.model_version_id])).content
     assert b"Evaluate again" in page and b"Cancel evaluation" not in page
     assert b'hx-trigger="every 2s"' not in page  # nothing live: no polling
 
@@ -108,7 +108,7 @@ def test_a_cancel_stops_the_evaluation_after_its_batch_and_it_is_evaluated_again
 def test_a_live_evaluation_is_polled_and_can_be_cancelled_from_its_page(
     evaluation, researcher, client
 ):
-    url = reverse("model-detail", args=[evaluation.model_version_id])
+    url = reverse("model-version-detail", args=[evaluation.model_version_id])
     page = client.get(url).content.decode()
     assert 'hx-trigger="every 2s"' in page and "Cancel evaluation" in page
     assert "Evaluate again" not in page

@@ -111,7 +111,7 @@ def test_a_processbench_file_registered_on_the_page_evaluates_every_new_version(
     # Three problems with two solutions each: best-of-N against a random pick (1/2).
     assert results["figures"]["best_of_n"]["baselines"]["random"] == 0.5
 
-    page = client.get(reverse("model-detail", args=[version.pk])).content.decode()
+    page = client.get(reverse("model-version-detail", args=[version.pk])).content.decode()
     assert "ProcessBench GSM8K" in page and "First-error F1" in page
     version.refresh_from_db()
     assert version.promotion.startswith(("promoted", "not promoted"))  # decided after it
@@ -245,7 +245,7 @@ def test_activating_a_worse_version_by_hand_asks_for_confirmation(researcher, cl
     model_versions.activate_model_version(model_version_id=better.pk)
     worse = ModelVersion.objects.create(name="worse", checkpoint="/b", metrics={"step_auroc": 0.6})
 
-    page = client.post(reverse("model-activate", args=[worse.pk]))
+    page = client.post(reverse("model-version-activate", args=[worse.pk]))
     assert page.status_code == 409
     assert "0.2000 below the active better" in page.content.decode()
     assert 'name="confirm" value="1"' in page.content.decode()
@@ -256,8 +256,8 @@ def test_activating_a_worse_version_by_hand_asks_for_confirmation(researcher, cl
     confirmed = client.post(f"/api/model-versions/{worse.pk}/activate/?confirm=true")
     assert confirmed.status_code == 200
     assert ModelVersion.objects.get(is_active=True) == worse
-    client.post(reverse("model-activate", args=[better.pk]))  # better: no confirmation
-    client.post(reverse("model-activate", args=[worse.pk]), {"confirm": "1"})
+    client.post(reverse("model-version-activate", args=[better.pk]))  # better: no confirmation
+    client.post(reverse("model-version-activate", args=[worse.pk]), {"confirm": "1"})
     assert ModelVersion.objects.get(is_active=True) == worse
 
 
@@ -353,21 +353,21 @@ def test_a_version_is_evaluated_on_a_set_registered_after_it(researcher, client,
     # Issue 43, item 4: the page offers to evaluate an existing version on the sets registered
     # since it was trained, naming them; the API does the same.
     version = trained_version(tmp_path, "old")
-    page = client.get(reverse("model-detail", args=[version.pk])).content.decode()
+    page = client.get(reverse("model-version-detail", args=[version.pk])).content.decode()
     assert "Not evaluated yet on" not in page
     sets.register_processbench_set(name="pb", path=pb_file(tmp_path))
-    page = client.get(reverse("model-detail", args=[version.pk])).content.decode()
+    page = client.get(reverse("model-version-detail", args=[version.pk])).content.decode()
     assert "Not evaluated yet on" in page and ">pb</a>" in page and "Evaluate on 1 set" in page
-    response = client.post(reverse("model-evaluate", args=[version.pk]), follow=True)
+    response = client.post(reverse("model-version-evaluate", args=[version.pk]), follow=True)
     assert "1 evaluation queued." in response.content.decode()
     evaluation = Evaluation.objects.get(model_version=version)
     assert pipeline.EVALUATE_TASK in broker and evaluation.status == "succeeded"
-    page = client.get(reverse("model-detail", args=[version.pk])).content.decode()
+    page = client.get(reverse("model-version-detail", args=[version.pk])).content.decode()
     assert "Not evaluated yet on" not in page and "First-error F1" in page
 
     sets.register_processbench_set(name="pb2", path=pb_file(tmp_path))
     answer = client.post(f"/api/model-versions/{version.pk}/evaluate/")
     assert answer.status_code == 202
     assert {e["evaluation_set"] for e in answer.json()["evaluations"]} == {"pb", "pb2"}
-    again = client.post(reverse("model-evaluate", args=[version.pk]), follow=True)
+    again = client.post(reverse("model-version-evaluate", args=[version.pk]), follow=True)
     assert "an evaluation on every registered set already" in again.content.decode()

@@ -81,7 +81,7 @@ def test_a_worker_killed_mid_scoring_is_replaced_and_the_pool_ends_scored_by_the
     # Activated once the worker runs, so only the activation queues the scoring.
     wait_for(lambda: " ready." in first.log_path.read_text(), timeout=120, what="the worker")
     client.force_login(make_user("rita", "researcher"))
-    response = client.post(reverse("model-activate", args=[new.pk]), follow=True)
+    response = client.post(reverse("model-version-activate", args=[new.pk]), follow=True)
     assert "new is now active; solutions are being rescored" in response.content.decode()
 
     wait_for(lambda: scored_by(new) > 0, timeout=180, what="scoring to start", interval=0.05)
@@ -160,7 +160,7 @@ def assert_failed_without_a_model(run: TrainingRun, trusted: ModelVersion, clien
     assert not ModelVersion.objects.filter(training_run=run).exists()
     assert list(ModelVersion.objects.filter(is_active=True)) == [trusted]
     client.force_login(create_user("rita", "researcher"))
-    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    page = client.get(reverse("training-run-detail", args=[run.pk])).content.decode()
     assert run.error in page
 
 

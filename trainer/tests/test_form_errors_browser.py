@@ -27,7 +27,7 @@ def test_a_refused_base_model_is_shown_in_view_beside_its_field(
     context = signed_in(browser, live_server, users["researcher"])
     page = context.new_page()
     page.set_viewport_size({"width": width, "height": 844})
-    page.goto(live_server.url + reverse("run-list"))
+    page.goto(live_server.url + reverse("training-run-list"))
     page.get_by_label("Base model").fill("/somewhere/else/model")
     page.get_by_role("button", name="Start training run").click()
     page.wait_for_load_state()

@@ -193,9 +193,11 @@ def test_the_disagreement_page_lists_solutions_worst_first_with_links(client, re
     assert reverse("solution-inspect", args=[crafted["old"].pk]) not in html
     assert reverse("solution-inspect", args=[crafted["unrated"].pk]) not in html
     assert '<td class="worst">0.950</td>' in html and "v-active" in html
-    # Linked from the researcher nav and the models page.
+    # Linked from the researcher nav and the model versions page.
     assert reverse("disagreement-list") in client.get(reverse("home")).content.decode()
-    assert reverse("disagreement-list") in client.get(reverse("model-list")).content.decode()
+    assert (
+        reverse("disagreement-list") in client.get(reverse("model-version-list")).content.decode()
+    )
 
 
 def test_the_disagreement_page_is_paginated(client, researcher, crafted, monkeypatch):

@@ -363,9 +363,9 @@ def test_a_run_says_who_asked_for_it_and_from_where(client, researcher, settings
     by_command = TrainingRun.objects.get()
     assert (by_command.origin, by_command.requester) == ("command", "a command")
     assert "Queued by a command." in by_command.log_tail
-    page = client.get(reverse("run-detail", args=[by_command.pk])).content.decode()
+    page = client.get(reverse("training-run-detail", args=[by_command.pk])).content.decode()
     assert "a command" in page and "the schedule" not in page
-    assert "a command" in client.get(reverse("run-list")).content.decode()
+    assert "a command" in client.get(reverse("training-run-list")).content.decode()
     # Started by the schedule: a finished run with a snapshot and enough new labels after it.
     TrainingRun.objects.all().delete()
     settings.PRM_RETRAIN_MIN_NEW_LABELS = 0

@@ -70,7 +70,7 @@ def test_a_parameter_once_missing_from_the_command_line_reaches_the_run():
 def test_base_model_is_checked_once_where_a_form_requests_the_run(client, researcher, model_dir):
     with mock.patch.object(base_models, "check_path", wraps=base_models.check_path) as checked:
         response = client.post(
-            reverse("run-list"), {"epochs": "1", "base_model": str(model_dir / "ckpt")}
+            reverse("training-run-list"), {"epochs": "1", "base_model": str(model_dir / "ckpt")}
         )
     assert response.status_code == 302
     assert checked.call_count == 1
@@ -87,7 +87,7 @@ def test_base_model_is_checked_once_on_the_edge_and_once_on_the_worker(model_dir
 
 def test_an_empty_generation_range_is_refused_in_one_sentence_everywhere(client, researcher):
     sentence = "generation_min is above generation_max."
-    page = client.post(reverse("run-list"), {"generation_min": "3", "generation_max": "1"})
+    page = client.post(reverse("training-run-list"), {"generation_min": "3", "generation_max": "1"})
     assert page.status_code == 400 and sentence in page.content.decode()
     api = client.post(
         "/api/training-runs/",

@@ -11,8 +11,8 @@ from trainer.models import ModelVersion, TrainingRun
 PAGES = [
     "/quality/",
     "/generations/",
-    "/runs/{run}/",
-    "/models/",
+    "/training-runs/{run}/",
+    "/model-versions/",
     "/sampling/",
     "/judging/",
     "/reports/",
@@ -83,6 +83,6 @@ def test_no_researcher_page_scrolls_sideways_at_390_px(
     assert wide == {}, f"pages wider than the 390 px window: {wide}"
     # The navigation comes in groups (it was 13 links in a row over two lines).
     nav = page.get_by_role("navigation", name="Main")
-    for group in ("Labeling", "Data", "Models", "Account"):
+    for group in ("Labeling", "Data", "Training", "Account"):
         assert nav.get_by_role("group", name=group).count() == 1, group
-    assert nav.get_by_role("group", name="Models").get_by_role("link").count() == 7
+    assert nav.get_by_role("group", name="Training").get_by_role("link").count() == 7

@@ -1,5 +1,5 @@
 """The run page a researcher watches: live status, integer counts, curves with axes, a layout
-that fits the window; and the model list's rescoring progress after an activation."""
+that fits the window; and the model version list's rescoring progress after an activation."""
 
 import re
 
@@ -59,7 +59,7 @@ def finished(**changes) -> TrainingRun:
 
 
 def test_counts_are_integers_and_rates_have_four_places(client, researcher):
-    html = client.get(reverse("run-detail", args=[finished().pk])).content.decode()
+    html = client.get(reverse("training-run-detail", args=[finished().pk])).content.decode()
     cells = re.findall(r"<td>([^<]*)</td>", html)
     assert "24" in cells and "51" in cells and "10" in cells
     assert not [cell for cell in cells if cell in ("24.0000", "51.0000", "10.0000")]
@@ -67,20 +67,20 @@ def test_counts_are_integers_and_rates_have_four_places(client, researcher):
 
 
 def test_the_status_message_follows_the_run(client, researcher):
-    response = client.post(reverse("run-list"), {"epochs": "1"}, follow=True)
+    response = client.post(reverse("training-run-list"), {"epochs": "1"}, follow=True)
     run = TrainingRun.objects.get()
-    before, live = response.content.decode().split('<section id="run-progress"')
+    before, live = response.content.decode().split('<section id="training-run-progress"')
     # Said only in the polled part of the page, which the next poll replaces.
     assert f"Training run {run.pk} is queued" in live and "is queued" not in before
 
     TrainingRun.objects.filter(pk=run.pk).update(status="succeeded", finished_at=timezone.now())
-    html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    html = client.get(reverse("training-run-detail", args=[run.pk])).content.decode()
     assert "is queued" not in html
     assert f"Training run {run.pk} succeeded" in html
 
 
 def test_the_chart_draws_loss_and_metrics_against_a_labelled_epoch_axis(client, researcher):
-    html = client.get(reverse("run-progress", args=[finished().pk])).content.decode()
+    html = client.get(reverse("training-run-progress", args=[finished().pk])).content.decode()
     charts = re.findall(r"<svg .*?</svg>", html, re.S)
     assert len(charts) == 2
     loss, metrics = charts
@@ -102,19 +102,19 @@ def test_activation_shows_the_rescoring_progress_until_the_pool_is_scored(client
         for n in range(4)
     ]
     version = ModelVersion.objects.create(name="v", checkpoint="/v", metrics={})
-    client.post(reverse("model-activate", args=[version.pk]))
+    client.post(reverse("model-version-activate", args=[version.pk]))
 
-    page = client.get(reverse("model-list")).content.decode()
+    page = client.get(reverse("model-version-list")).content.decode()
     assert "0 of 4 solutions scored" in page
-    assert reverse("model-scoring", args=[version.pk]) in page and "every 2s" in page
+    assert reverse("model-version-scoring", args=[version.pk]) in page and "every 2s" in page
 
     Solution.objects.filter(pk__in=[s.pk for s in solutions[:3]]).update(prm_model_version=version)
-    fragment = client.get(reverse("model-scoring", args=[version.pk])).content.decode()
+    fragment = client.get(reverse("model-version-scoring", args=[version.pk])).content.decode()
     assert "3 of 4 solutions scored" in fragment and 'value="75"' in fragment
     assert "<html" not in fragment
 
     Solution.objects.filter(pk=solutions[3].pk).update(prm_model_version=version)
-    fragment = client.get(reverse("model-scoring", args=[version.pk])).content.decode()
+    fragment = client.get(reverse("model-version-scoring", args=[version.pk])).content.decode()
     assert "has scored all 4 solutions" in fragment
     assert "hx-trigger" not in fragment  # polling stops
 
@@ -123,10 +123,10 @@ def test_the_finished_run_page_fits_a_1400_px_window(live_server, browser):
     create_demo_accounts()
     run = finished(params={"epochs": 3, "batch_size": 16, "learning_rate": 0.0003})
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.goto(f"{live_server.url}/training-runs/{run.pk}/")
     page.get_by_label("Username").fill("researcher")
     page.get_by_label("Password").fill("researcher-demo")
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/runs/{run.pk}/")
+    page.wait_for_url(f"{live_server.url}/training-runs/{run.pk}/")
     assert page.locator("svg.curves").count() == 2
     assert page.evaluate("document.documentElement.scrollWidth") <= 1400

@@ -447,6 +447,6 @@ def test_a_run_cut_by_its_time_limit_says_so_on_its_page_api_and_command(
     assert run.status == "succeeded" and run.cut.startswith("cut at step ")
     assert run.cut.endswith(" by the time limit") and f"succeeded, {run.cut}:" in out.getvalue()
     client.force_login(make_user("rita", "researcher"))
-    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    page = client.get(reverse("training-run-detail", args=[run.pk])).content.decode()
     assert f'<strong data-figure="cut">{run.cut}</strong>' in page
     assert client.get(f"/api/training-runs/{run.pk}/").json()["cut"] == run.cut

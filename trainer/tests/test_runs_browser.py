@@ -13,15 +13,15 @@ def test_a_researcher_starts_a_run_and_sees_it_progress_live(live_server, browse
     assert Group.objects.get(name="researcher").permissions.filter(codename="view_trainingrun")
     page = browser.new_page()
 
-    page.goto(f"{live_server.url}/runs/")
+    page.goto(f"{live_server.url}/training-runs/")
     page.get_by_label("Username").fill("researcher")
     page.get_by_label("Password").fill("researcher-demo")
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{live_server.url}/runs/")
+    page.wait_for_url(f"{live_server.url}/training-runs/")
 
     page.get_by_label("Epochs").fill("2")
     page.get_by_role("button", name="Start training run").click()
-    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    page.wait_for_url(re.compile(r"/training-runs/\d+/$"))
     run = TrainingRun.objects.get()
     assert page.get_by_text("Queued", exact=True).is_visible()
 

@@ -492,7 +492,7 @@ def test_what_any_run_stored_is_scored_by_the_active_version(
     scripted, monkeypatch, django_capture_on_commit_callbacks, fails
 ):
     # Issue 43, item 3: a run that chained no selection (or failed after storing some) left its
-    # solutions "not scored yet" and the models page at "306 of 307 scored" for good.
+    # solutions "not scored yet" and the model versions page at "306 of 307 scored" for good.
     from trainer import pipeline
     from trainer.models import ModelVersion
 

@@ -94,7 +94,7 @@ def test_a_real_worker_trains_promotes_and_scores(
     start_worker(f"runs-e2e-{os.getpid()}@%h", PRM_PROMOTE_METRIC="step_accuracy")
 
     response = client.post(
-        reverse("run-list"),
+        reverse("training-run-list"),
         {
             "epochs": "1",
             "learning_rate": "0.001",

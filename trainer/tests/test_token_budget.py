@@ -143,7 +143,7 @@ def test_the_run_page_and_api_show_the_runs_peak_memory(client, researcher):
     from trainer.tests.test_run_page import finished
 
     run = finished(peak_rss_bytes=3 * 1024**3, peak_cuda_bytes=None)
-    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    page = client.get(reverse("training-run-detail", args=[run.pk])).content.decode()
     assert "Peak memory" in page and "3.0\xa0GB resident" in page
     api = client.get(f"/api/training-runs/{run.pk}/").json()
     assert api["peak_rss_bytes"] == 3 * 1024**3 and api["peak_cuda_bytes"] is None
