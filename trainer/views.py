@@ -30,7 +30,7 @@ from trainer import inspection, pipeline
 from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 from trainer.scoring.progress import scoring_progress
-from trainer.selection import progress as generation_progress
+from trainer.selection import generations
 from trainer.training import charts, consensus, model_versions, runs, selectors
 from trainer.training.metrics import name_of
 from trainer.training.params import CONSENSUS_SOURCES, InvalidParams, TrainingParams
@@ -180,7 +180,7 @@ def model_version_activate(request: HttpRequest, model_version_id: int) -> HttpR
 
 @login_required
 def model_version_scoring(request: HttpRequest, model_version_id: int) -> HttpResponse:
-    """The active version's rescoring of the pool; the model version list polls it until it is done."""
+    """The active version's rescoring of the pool; the model version list polls it till done."""
     _require_researcher(request)
     return render(request, "trainer/_scoring_progress.html", _scoring_context(model_version_id))
 
@@ -312,7 +312,7 @@ def _generation_table_context(request: HttpRequest) -> dict:
         pending = None
     if pending:
         pending = {**pending, "queued_at": datetime.fromisoformat(pending["queued_at"])}
-    return {"summaries": generation_progress.generation_summaries(), "pending": pending}
+    return {"summaries": generations.generation_summaries(), "pending": pending}
 
 
 @login_required
@@ -332,7 +332,7 @@ def generation_detail(
 ) -> HttpResponse:
     _require_researcher(request)
     try:
-        detail = generation_progress.generation_detail(generation_id=generation_id)
+        detail = generations.generation_detail(generation_id=generation_id)
     except Generation.DoesNotExist:
         raise Http404("No such generation.") from None
     if request.GET.get("part") == "progress":
