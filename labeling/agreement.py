@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from itertools import accumulate, combinations
 
 from django.db.models import Count, Q, QuerySet
@@ -51,29 +52,39 @@ class Label:
     def is_complete(self) -> bool:
         return self.finish_reason in COMPLETE
 
-    @property
+    @cached_property  # read once per pair of labels: thousands of times on the quality page
     def first_error(self) -> int | None:
         return first_error(self.ratings)
 
 
 def labels_of(
-    sessions: QuerySet[LabelingSession], *, tallied: list[int] | None = None
+    sessions: QuerySet[LabelingSession], *, tallied: bool = False
 ) -> dict[int, list[Label]]:
     """Solution id -> the labels of the given submitted sessions, earliest submitted first.
-    `tallied`: the ids of `sessions`, to read their ratings from the labels' tallies
-    (labeling/tallies.py: a row per label) rather than from the ratings."""
+    `tallied`: read their ratings from the labels' tallies, joined (labeling/tallies.py: a row
+    per label), rather than from the ratings (ten rows a label, through two joins)."""
     ratings: dict[int, dict[int, int]] = defaultdict(dict)
-    if tallied is not None:
-        ratings.update(tallies.ratings_of(tallied))
-    else:
-        for session_id, index, rating in (
-            StepRating.objects.filter(
-                step__session__in=sessions, completion_index=0, rating__isnull=False
-            )
-            .order_by()  # the model's order would join the sessions to sort by them
-            .values_list("step__session_id", "step__index", "rating")
+    live = set(tallies.live_among(sessions)) if tallied else None
+    if live is None or live:
+        # Unordered: the model's order would join the sessions to sort by them.
+        rated = StepRating.objects.order_by().filter(
+            step__session__in=sessions if live is None else list(live),
+            completion_index=0,
+            rating__isnull=False,
+        )
+        for session_id, index, rating in rated.values_list(
+            "step__session_id", "step__index", "rating"
         ):
             ratings[session_id][index] = rating
+    fields = [
+        "pk",
+        "solution_id",
+        "labeler_id",
+        "solution__generation_id",
+        "finish_reason",
+        "submitted_at",
+        "adjudicated_at",
+    ]
     by_solution: dict[int, list[Label]] = defaultdict(list)
     for (
         pk,
@@ -83,14 +94,9 @@ def labels_of(
         reason,
         submitted_at,
         adjudicated_at,
+        kept,
     ) in sessions.order_by("submitted_at", "pk").values_list(
-        "pk",
-        "solution_id",
-        "labeler_id",
-        "solution__generation_id",
-        "finish_reason",
-        "submitted_at",
-        "adjudicated_at",
+        *fields, "tally__ratings" if tallied else "pk"
     ):
         by_solution[solution_id].append(
             Label(
@@ -101,7 +107,9 @@ def labels_of(
                 finish_reason=reason,
                 submitted_at=submitted_at,
                 adjudicated=adjudicated_at is not None,
-                ratings=ratings.get(pk, {}),
+                ratings=ratings.get(pk, {})
+                if live is None or pk in live
+                else tallies.decode(kept or ""),
             )
         )
     return dict(by_solution)
@@ -109,22 +117,19 @@ def labels_of(
 
 def overlapping_labels(*, generation: Generation | None = None) -> dict[int, list[Label]]:
     """Solution id -> its submitted labels, for solutions two or more labelers labeled."""
-    # Candidates from the count the queues keep (Solution.labels_submitted, a partial index on
-    # it): a group-by over every label took a second at 100,000 labels (issue 44).
-    candidates = Solution.objects.filter(labels_submitted__gte=2)
+    # One query, from the count the queues keep (Solution.labels_submitted, a partial index on
+    # it) to each label's tally: a group-by over every label took a second at 100,000 labels,
+    # and lists of thousands of ids sent back and forth a fifth of one (issue 44).
+    sessions = LabelingSession.objects.filter(
+        submitted_at__isnull=False, solution__labels_submitted__gte=2
+    )
     if generation is not None:
-        candidates = candidates.filter(generation=generation)
-    pairs = LabelingSession.objects.filter(
-        submitted_at__isnull=False, solution_id__in=list(candidates.values_list("pk", flat=True))
-    ).values_list("pk", "solution_id", "labeler_id")
-    sessions, labelers = defaultdict(list), defaultdict(set)
-    for pk, solution_id, labeler_id in pairs:
-        sessions[solution_id].append(pk)
-        labelers[solution_id].add(labeler_id)
-    several = [
-        pk for solution_id, pks in sessions.items() if len(labelers[solution_id]) >= 2 for pk in pks
-    ]
-    return labels_of(LabelingSession.objects.filter(pk__in=several), tallied=several)
+        sessions = sessions.filter(solution__generation=generation)
+    return {
+        solution_id: labels
+        for solution_id, labels in labels_of(sessions, tallied=True).items()
+        if len({label.labeler_id for label in labels}) >= 2
+    }
 
 
 @dataclass
@@ -228,14 +233,28 @@ def alpha_by_labeler(units: list[list[tuple[int, int]]]) -> dict[int, float | No
     }
 
 
-def _units(labels_by_solution: dict[int, list[Label]]) -> list[list[tuple[int, int]]]:
-    """One unit per rated step of a solution: each labeler's rating of it (their first label)."""
-    units: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+Unit = list[tuple[int, int]]  # (labeler id, rating) of one step
+
+
+def units_by_solution(labels_by_solution: dict[int, list[Label]]) -> dict[int, list[Unit]]:
+    """Solution id -> one unit per rated step: each labeler's rating of it (their first label).
+    Read once, the quality page's figures (per labeler, per generation) share them."""
+    result: dict[int, list[Unit]] = {}
     for solution_id, labels in labels_by_solution.items():
+        steps: dict[int, dict[int, int]] = defaultdict(dict)
         for label in labels:
             for index, rating in label.ratings.items():
-                units[solution_id, index].setdefault(label.labeler_id, rating)
-    return [list(unit.items()) for unit in units.values()]
+                steps[index].setdefault(label.labeler_id, rating)
+        result[solution_id] = [list(unit.items()) for unit in steps.values()]
+    return result
+
+
+def _units(
+    labels_by_solution: dict[int, list[Label]], known: dict[int, list[Unit]] | None = None
+) -> list[Unit]:
+    """The units of these solutions' labels (`known`: `units_by_solution` of a superset)."""
+    known = units_by_solution(labels_by_solution) if known is None else known
+    return [unit for solution_id in labels_by_solution for unit in known[solution_id]]
 
 
 @dataclass
@@ -296,36 +315,61 @@ class GenerationAgreement:
 
 
 def agreement_by_generation(
-    labels: dict[int, list[Label]] | None = None,
+    labels: dict[int, list[Label]] | None = None, units: dict[int, list[Unit]] | None = None
 ) -> list[GenerationAgreement]:
     """Agreement between labelers within each generation that has overlapping labels
-    (`labels`: `overlapping_labels()`, when the caller has read them already)."""
+    (`labels`: `overlapping_labels()`, and `units` their `units_by_solution`, when the caller
+    has read them already)."""
     grouped: dict[int | None, dict[int, list[Label]]] = defaultdict(dict)
     for solution_id, group in (overlapping_labels() if labels is None else labels).items():
         grouped[group[0].generation_id][solution_id] = group
     generations = Generation.objects.in_bulk([pk for pk in grouped if pk is not None])
     rows = [
-        GenerationAgreement(generation=generations.get(pk), figures=figures(by_solution))
+        GenerationAgreement(
+            generation=generations.get(pk),
+            figures=figures(
+                by_solution, units=None if units is None else _units(by_solution, units)
+            ),
+        )
         for pk, by_solution in grouped.items()
     ]
     return sorted(rows, key=lambda row: row.generation.number if row.generation else -(10**9))
 
 
-def peer_agreement_by_labeler(labels: dict[int, list[Label]] | None = None) -> dict[int, Figures]:
+def peer_agreement_by_labeler(
+    labels: dict[int, list[Label]] | None = None, units: dict[int, list[Unit]] | None = None
+) -> dict[int, Figures]:
     """Labeler id -> their agreement with the other labelers of the same solutions
-    (`labels`: `overlapping_labels()`, when the caller has read them already)."""
+    (`labels`: `overlapping_labels()`, and `units` their `units_by_solution`, when the caller
+    has read them already): for each, what
+    `figures(their solutions, labeler_id=...)` gives, every labeler in one pass over the pairs
+    (a pass per labeler was most of the quality page's time at 100,000 labels)."""
     labels = overlapping_labels() if labels is None else labels
-    units = _units(labels)
-    mine: dict[int, dict[int, list[Label]]] = defaultdict(dict)
-    for solution_id, group in labels.items():
+    result: dict[int, Figures] = {}
+    for group in labels.values():
+        involved: set[int] = set()
         for label in group:
-            mine[label.labeler_id][solution_id] = group
+            result.setdefault(label.labeler_id, Figures())
+        for a, b in combinations(group, 2):
+            if a.labeler_id == b.labeler_id:
+                continue
+            complete = a.is_complete and b.is_complete
+            agreed = complete and a.first_error == b.first_error
+            common = a.ratings.keys() & b.ratings.keys()
+            same = sum(a.ratings[index] == b.ratings[index] for index in common)
+            for labeler_id in (a.labeler_id, b.labeler_id):
+                mine = result[labeler_id]
+                mine.first_error_pairs += complete
+                mine.first_error_agreed += agreed
+                mine.step_pairs += len(common)
+                mine.steps_agreed += same
+                involved.add(labeler_id)
+        for labeler_id in involved:
+            result[labeler_id].solutions += 1
     # Every labeler's alpha in one pass over the units: one pass per labeler took a second.
-    alphas = alpha_by_labeler(units)
-    result = {}
-    for pk, theirs in mine.items():
-        result[pk] = figures(theirs, labeler_id=pk, units=[])
-        result[pk].alpha = alphas.get(pk)
+    for labeler_id, alpha in alpha_by_labeler(_units(labels, units)).items():
+        if labeler_id in result:
+            result[labeler_id].alpha = alpha
     return result
 
 

@@ -383,6 +383,17 @@ class FinishReason(models.TextChoices):
     GIVE_UP = "give_up", "Gave up"
 
 
+# A submitted label whose tally does not hold: reopened for a correction, never counted, or
+# counted from another version (labeling.tallies; the index below holds just these rows).
+LABEL_VERSION = Coalesce(F("edited_at"), F("submitted_at"))
+UNTALLIED = Q(submitted_at__isnull=False) & (
+    Q(reopened_at__isnull=False)
+    | Q(tallied_version__isnull=True)
+    | Q(tallied_version__lt=LABEL_VERSION)
+    | Q(tallied_version__gt=LABEL_VERSION)
+)
+
+
 class LabelingSession(models.Model):
     """A labeling session: one labeler working on one solution, its lease and its outcome."""
 
@@ -436,6 +447,11 @@ class LabelingSession(models.Model):
     reopened_at = models.DateTimeField(null=True, blank=True)
     edited_at = models.DateTimeField(null=True, blank=True)
     used_at = models.DateTimeField(null=True, blank=True)
+    # The version of this label (`edited_at`, else `submitted_at`) its SessionTally was counted
+    # from, set by labeling.tallies only. A label whose mark differs from its version (or that
+    # is reopened) is in the partial index `session_untallied`, so finding the labels to count
+    # again reads those few rows, not every label (issue 44).
+    tallied_version = models.DateTimeField(null=True, blank=True, editable=False)
     # PRM800K keys this schema does not model, and values that differ from what the
     # modelled fields would export, so that import -> export is lossless.
     extra = models.JSONField(default=dict, blank=True)
@@ -471,7 +487,8 @@ class LabelingSession(models.Model):
                 fields=["judge_run"],
                 condition=Q(judge_run__isnull=False),
                 name="session_judge_run",
-            )
+            ),
+            models.Index(fields=["id"], condition=UNTALLIED, name="session_untallied"),
         ]
 
     def __str__(self) -> str:
@@ -747,9 +764,10 @@ class SessionTally(models.Model):
     hidden = models.PositiveIntegerField(default=0)
     revealed = models.PositiveIntegerField(default=0)
     confirm = models.PositiveIntegerField(default=0)
-    # Those ratings themselves, [[step index, rating], …]: agreement between labelers reads a
-    # row per label, not ten rows through two joins.
-    ratings = models.JSONField(default=list)
+    # Those ratings themselves, a character per step (labeling.tallies.encode: "+0-", "." for
+    # a step not rated): agreement between labelers reads a row per label, not ten rows
+    # through two joins, and a short string, not JSON to decode.
+    ratings = models.TextField(default="", blank=True)
 
     def __str__(self) -> str:
         return f"tally of session {self.session_id}"

@@ -319,20 +319,27 @@ def labeler_figures(
         )
         for lab in labelers
     }
-    for row in sessions.values("labeler_id").annotate(
-        solutions=Count("pk", filter=Q(submitted_at__isnull=False)),
-        time_ms=Sum("total_time", filter=Q(submitted_at__isnull=False)),
-        days=Count(TruncDate("submitted_at"), distinct=True),
-        last_submitted=Max("submitted_at"),
-        last_activity=Max("last_activity_at"),
+    # One scan of the labels, grouped by labeler and day submitted (none for open ones), rolled
+    # up here: a distinct count of days inside a per-labeler query sorted every label (88 ms
+    # at 100,000 labels, against 35 for this).
+    submitted = Q(submitted_at__isnull=False)
+    for row in (
+        sessions.order_by()
+        .values("labeler_id", day=TruncDate("submitted_at"))
+        .annotate(
+            solutions=Count("pk", filter=submitted),
+            time_ms=Sum("total_time", filter=submitted),
+            last_submitted=Max("submitted_at"),
+            last_activity=Max("last_activity_at"),
+        )
     ):
         f = figures.get(row["labeler_id"])
         if f is None:
             continue
-        f.solutions = row["solutions"]
-        f.time_ms = row["time_ms"] or 0
-        f.days_active = row["days"]
-        moments = [m for m in (row["last_submitted"], row["last_activity"]) if m is not None]
+        f.solutions += row["solutions"]
+        f.time_ms += row["time_ms"] or 0
+        f.days_active += row["day"] is not None
+        moments = [m for m in (f.last_active, row["last_submitted"], row["last_activity"]) if m]
         f.last_active = max(moments, default=None)
     # Added up from each label's kept counts, not from the million ratings (labeling/tallies.py).
     for labeler_id, steps in tallies.steps_by_labeler(labeler_ids=labeler_ids).items():

@@ -90,6 +90,43 @@ def check_figures() -> None:
     for labeler_id, peer in peers.items():
         alpha = agreement.krippendorff_alpha(units, labeler_id=labeler_id)
         assert peer.alpha == pytest.approx(alpha)
+        # The one-pass figures against `figures` over the labeler's own solutions.
+        theirs = {
+            s: labels
+            for s, labels in overlapping.items()
+            if any(label.labeler_id == labeler_id for label in labels)
+        }
+        plain = agreement.figures(theirs, labeler_id=labeler_id, units=[])
+        assert (
+            peer.solutions,
+            peer.first_error_pairs,
+            peer.first_error_agreed,
+            peer.step_pairs,
+            peer.steps_agreed,
+        ) == (
+            plain.solutions,
+            plain.first_error_pairs,
+            plain.first_error_agreed,
+            plain.step_pairs,
+            plain.steps_agreed,
+        )
+    # The page's shared units give what each figure reads on its own.
+    shared = agreement.units_by_solution(overlapping)
+    assert [
+        (row.generation, vars(row.figures))
+        for row in agreement.agreement_by_generation(overlapping, shared)
+    ] == [(row.generation, vars(row.figures)) for row in agreement.agreement_by_generation()]
+    assert {
+        pk: vars(f) for pk, f in agreement.peer_agreement_by_labeler(overlapping, shared).items()
+    } == {pk: vars(f) for pk, f in peers.items()}
+    days = defaultdict(set)
+    for labeler_id, submitted_at in LabelingSession.objects.filter(
+        submitted_at__isnull=False
+    ).values_list("labeler_id", "submitted_at"):
+        days[labeler_id].add(timezone.localtime(submitted_at).date())
+    assert {f.labeler_id: f.days_active for f in quality.labeler_figures() if f.days_active} == {
+        labeler_id: len(dates) for labeler_id, dates in days.items()
+    }
     comparisons = agreement.comparisons()
     assert sorted(s for s, _ in comparisons) == sorted(expected)
     assert first_error.report(overlapping).between_labelers == first_error.between_labelers(
