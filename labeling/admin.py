@@ -1,11 +1,13 @@
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import admin as auth_admin
 from django.contrib.auth import forms as auth_forms
 from django.contrib.auth import get_user_model
 
+from core.errors import Invalid
 from core.permissions import can_export_labels
-from labeling import mathtext, quality
+from labeling import filters, mathtext, quality
 from labeling.export import ExportFilters, prm800k_response
 from labeling.models import (
     Generation,
@@ -53,6 +55,20 @@ class ProblemReportAdmin(admin.ModelAdmin):
         return False
 
 
+class SourceFilter(admin.SimpleListFilter):
+    """The models that wrote solutions, from the data filters' cached list: Django's own filter
+    reads every solution for its distinct values on each look (55 ms at 100,000)."""
+
+    title = "source model"
+    parameter_name = "source"
+
+    def lookups(self, request, model_admin):
+        return [(source, source) for source in filters.choices_seen()["source"]]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(source=self.value()) if self.value() else queryset
+
+
 @admin.register(Solution)
 class SolutionAdmin(admin.ModelAdmin):
     list_display = (
@@ -71,14 +87,28 @@ class SolutionAdmin(admin.ModelAdmin):
         "is_correct",
         "is_quality_control",
         "is_screening",
-        "source",
+        SourceFilter,
         "generation",
         "selection_reason",
     )
-    search_fields = ("problem__text", "problem__unique_id", "answer")
+    # The problem and generation of every row shown in the list's one query, not one each.
+    list_select_related = ("problem", "generation")
+    # What the search box reads: the problem as shown, its unique id, the answer
+    # (`get_search_results`); listed so that the admin draws the box.
+    search_fields = ("problem__shown_text", "problem__unique_id", "answer")
+    search_help_text = "Words in the problem as shown, its unique id or the answer."
+    # The total beside a search's count is a second count of every solution.
+    show_full_result_count = False
     raw_id_fields = ("problem",)
     readonly_fields = ("content_hash",)
     actions = ("mark_quality_control", "mark_screening", "unmark", "use_my_ratings_as_gold")
+
+    def get_search_results(self, request, queryset, search_term):
+        if len(search_term) > settings.SEARCH_MAX_CHARS:
+            raise Invalid(f"A search is at most {settings.SEARCH_MAX_CHARS} characters.")
+        if not search_term.strip():
+            return queryset, False
+        return filters.search_solutions(queryset, words=search_term), False
 
     @admin.display(boolean=True, description="gold")
     def has_gold(self, obj):

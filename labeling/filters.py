@@ -150,6 +150,18 @@ def _problem_ids(q: Q):
     return list(ids.values_list("pk", flat=True)) if connection.vendor == "postgresql" else ids
 
 
+def search_solutions(solutions: QuerySet[Solution], *, words: str) -> QuerySet[Solution]:
+    """The admin's solution search: each word found in the problem as shown (or its unique
+    id) or in the answer. The problems first, through their index, as the data pages do: an
+    OR across a join to the problems' raw text read every solution (0.4 s at 100,000)."""
+    for word in words.split()[: settings.SEARCH_MAX_WORDS]:
+        problem = Q(shown_text__icontains=word) | Q(unique_id__icontains=word)
+        solutions = solutions.filter(
+            Q(problem_id__in=_problem_ids(problem)) | Q(answer__icontains=word)
+        )
+    return solutions
+
+
 def solutions(*, filters: DataFilters) -> QuerySet[Solution]:
     """The solutions every filter keeps."""
     about_problems = _problem_q(filters)

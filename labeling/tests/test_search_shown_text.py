@@ -94,3 +94,26 @@ def test_postgresql_can_serve_the_search_from_the_trigram_index(three):
         cursor.execute("SET LOCAL enable_indexscan = off")
         plan = rows.explain()
     assert "problem_shown_text_trgm" in plan
+
+
+def test_the_admins_solution_search_reads_the_problem_as_shown_its_id_and_the_answer(
+    client, make_user, three, make_solution
+):
+    client.force_login(make_user("root", "admin", is_staff=True, is_superuser=True))
+    url = reverse("admin:labeling_solution_changelist")
+
+    def found(term: str) -> set[str]:
+        response = client.get(url, {"q": term})
+        assert response.status_code == 200
+        return {solution.problem.text for solution in response.context["cl"].result_list}
+
+    assert found("15%") == {PERCENT, ESCAPED}
+    assert found("frac") == {PLAIN}  # the word, not the TeX command `\frac`
+    assert found("15% 80") == {PERCENT}  # every word
+    odd = make_solution(three[PLAIN], 1)
+    odd.answer = "seventeen"
+    odd.save()
+    assert {s.pk for s in client.get(url, {"q": "venteen"}).context["cl"].result_list} == {odd.pk}
+    Problem.objects.filter(pk=three[PERCENT].pk).update(unique_id="test/algebra/977.json")
+    assert found("algebra/977") == {PERCENT}
+    assert client.get(url, {"q": "x" * 301}).status_code == 400
