@@ -489,6 +489,13 @@ class LabelingSession(models.Model):
                 name="session_judge_run",
             ),
             models.Index(fields=["id"], condition=UNTALLIED, name="session_untallied"),
+            # The quality page's labeler figures (labeling.quality.labeler_figures) read only
+            # this index, never the wide rows (PostgreSQL; other databases keep the key only).
+            models.Index(
+                fields=["labeler", "submitted_at"],
+                include=["total_time", "last_activity_at"],
+                name="session_labeler_figures",
+            ),
         ]
 
     def __str__(self) -> str:

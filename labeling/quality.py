@@ -319,15 +319,15 @@ def labeler_figures(
         )
         for lab in labelers
     }
-    # One scan of the labels, grouped by labeler and day submitted (none for open ones), rolled
-    # up here: a distinct count of days inside a per-labeler query sorted every label (88 ms
-    # at 100,000 labels, against 35 for this).
+    # One scan of an index of the labels (`session_labeler_figures`), grouped by labeler and
+    # day submitted (none for open ones), rolled up here: a distinct count of days inside a
+    # per-labeler query sorted every label (88 ms at 100,000 labels, against 39 for this).
     submitted = Q(submitted_at__isnull=False)
     for row in (
         sessions.order_by()
         .values("labeler_id", day=TruncDate("submitted_at"))
         .annotate(
-            solutions=Count("pk", filter=submitted),
+            solutions=Count("submitted_at"),  # not the id: the index holds what is read
             time_ms=Sum("total_time", filter=submitted),
             last_submitted=Max("submitted_at"),
             last_activity=Max("last_activity_at"),
