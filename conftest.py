@@ -22,6 +22,11 @@ pytest_plugins = ["generators.tests.generator_fixtures"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
+# Scoring in fp32, whatever the CPU: the suite checks fp32's equalities (one item scored alone
+# as in a batch, packed as separate, transformers alone as the app). The bf16 scoring a CPU
+# with AMX gets by default is checked against them in trainer/tests/test_cpu_bfloat16.py.
+os.environ.setdefault("PRM_CPU_BFLOAT16", "off")
+
 
 def require(condition: bool, reason: str) -> None:
     if condition:
