@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import DomainError
 from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
-from core.progress import job_progress_bar
+from core.progress_bar import job_progress_bar
 from generators import GeneratorChoice, GeneratorSpec, SamplingSettings
 from trainer.judging import services as judging
 from trainer.judging.models import JudgeRun

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from core.errors import DomainError
 from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
-from core.progress import job_progress_bar
+from core.progress_bar import job_progress_bar
 from trainer.models import TrainingRun
 from trainer.training import checkpoints, runs
 from trainer.training.params import TrainingParams

@@ -4,7 +4,7 @@ nothing for 22 minutes)."""
 import io
 import time
 
-from core.progress import job_progress_bar
+from core.progress_bar import job_progress_bar
 
 
 class Job:
