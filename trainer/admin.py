@@ -4,18 +4,16 @@ from django.contrib import admin, messages
 
 from core import job_views
 from trainer.evaluation import sets as evaluation_sets
-from trainer.judging import services as judging
+from trainer.judging.kind import KIND as JUDGING
 from trainer.models import (
     Evaluation,
     JudgeLabel,
-    JudgeRun,
     ModelVersion,
     RolloutLabel,
-    SamplingRun,
     ScoringChunk,
     TrainingRun,
 )
-from trainer.sampling import services as sampling
+from trainer.sampling.kind import KIND as SAMPLING
 from trainer.scoring.progress import scoring_chunks
 from trainer.training import model_versions, runs
 
@@ -85,13 +83,16 @@ class ScoringChunkAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(SamplingRun)
-class SamplingRunAdmin(job_views.JobAdmin):
-    list_display = ["id", "purpose", "status", "samples", "stored", "requested_by", "created_at"]
-    list_filter = ["status", "purpose"]
-    # A record of what happened; only trainer.sampling.services changes it (start one at
-    # /sampling/).
-    cancel_job = staticmethod(sampling.cancel_sampling_run)
+# Records of what happened; only their services change them (start one at /sampling/ or
+# /judging/).
+SAMPLING.register_admin(
+    list_display=["id", "purpose", "status", "samples", "stored", "requested_by", "created_at"],
+    list_filter=["status", "purpose"],
+)
+JUDGING.register_admin(
+    list_display=["id", "format", "status", "stored", "unreadable", "requested_by", "created_at"],
+    list_filter=["status", "format"],
+)
 
 
 @admin.register(RolloutLabel)
@@ -103,14 +104,6 @@ class RolloutLabelAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
-
-
-@admin.register(JudgeRun)
-class JudgeRunAdmin(job_views.JobAdmin):
-    list_display = ["id", "format", "status", "stored", "unreadable", "requested_by", "created_at"]
-    list_filter = ["status", "format"]
-    # Start one at /judging/.
-    cancel_job = staticmethod(judging.cancel_judge_run)
 
 
 @admin.register(JudgeLabel)

@@ -66,3 +66,12 @@ class JudgeRunForm(forms.Form):
         if chosen is not None and params is not None:
             (self.generator, self.settings), self.params = chosen, params
         return data
+
+    def request_kwargs(self) -> dict:
+        """What `request_judge_run` takes besides the user, once the form is valid."""
+        return {
+            "generator": self.generator,
+            "settings": self.settings,
+            "params": self.params,
+            "solution_ids": self.cleaned_data["solution_ids"],
+        }

@@ -131,3 +131,16 @@ class SamplingRunForm(forms.Form):
                 self, SelectionParams, only=["batch_size"]
             ).to_dict()
         return data
+
+    def request_kwargs(self) -> dict:
+        """What `request_sampling_run` takes besides the user, once the form is valid."""
+        return {
+            "purpose": self.cleaned_data["purpose"],
+            "generator": self.generator,
+            "settings": self.settings,
+            "samples": self.cleaned_data["samples"],
+            "problem_ids": self.problem_ids,
+            "solution_ids": self.solution_ids,
+            "then_select": self.then_select,
+            "search": self.search,
+        }

@@ -1,15 +1,12 @@
-import os
-import socket
+from django.core.management.base import CommandError
 
-from django.core.management.base import BaseCommand, CommandError
-
-from core.errors import DomainError
+from core.job_kinds import JobCommand
 from core.jobs import JobOrigin
 from core.params import add_arguments, given_options
-from core.progress_bar import job_progress_bar
 from generators import GeneratorChoice, GeneratorSpec, SamplingSettings
-from trainer.models import SamplingRun
 from trainer.sampling import services as sampling
+from trainer.sampling.kind import KIND
+from trainer.sampling.models import SamplingRun
 
 
 def _ids(text: str | None) -> list[int] | None:
@@ -21,14 +18,16 @@ def _ids(text: str | None) -> list[int] | None:
         raise CommandError("Ids are whole numbers separated by commas.") from None
 
 
-class Command(BaseCommand):
+class Command(JobCommand):
     help = (
         "Run a sampling run in the foreground, recorded like one started from the web: N "
         "solutions per problem into the pool, or (--rollouts) rollout labels of solutions. "
         "--resume ID continues a failed or cancelled run."
     )
+    kind, unit = KIND, "item"
+    api_key_help = f"{JobCommand.api_key_help}; the operator's URLs are sent GENERATOR_API_KEY"
 
-    def add_arguments(self, parser):
+    def add_job_arguments(self, parser) -> None:
         parser.add_argument("--samples", type=int, default=4, help="per problem, or per step")
         parser.add_argument("--problems", help="problem ids, comma-separated")
         parser.add_argument("--split", default="")
@@ -38,50 +37,17 @@ class Command(BaseCommand):
         parser.add_argument("--rollouts", metavar="SOLUTION_IDS", help="roll out these solutions")
         add_arguments(parser, sampling.RolloutParams)
         add_arguments(parser, GeneratorChoice)
-        parser.add_argument(
-            "--api-key-env",
-            metavar="VARIABLE",
-            help="the environment variable holding the --base-url server's own key (a key "
-            "on the command line would show in ps and the shell's history); the operator's "
-            "URLs are sent GENERATOR_API_KEY",
-        )
         add_arguments(parser, SamplingSettings)
-        parser.add_argument("--resume", type=int, metavar="RUN_ID")
 
-    def handle(self, *args, **options):
-        api_key = self._api_key(options)
-        try:
-            if options["resume"]:
-                run = sampling.resume_sampling_run(run_id=options["resume"], enqueue=False)
-            else:
-                run = self._request(options, api_key=api_key)
-            self.stdout.write(f"Sampling run {run.pk}: {run.items.count()} items.")
-            with job_progress_bar(read=_items_done(run.pk), desc=f"run {run.pk}", unit="item"):
-                run = sampling.execute_sampling_run(
-                    run_id=run.pk, worker_hostname=socket.gethostname(), api_key=api_key
-                )
-        except DomainError as exc:
-            raise CommandError(str(exc)) from exc
-        done = sampling.progress(run)
-        self.stdout.write(
+    def summary(self, run: SamplingRun, done: dict) -> str:
+        unreported = f" ({run.tokens_unreported} calls unreported)" if run.tokens_unreported else ""
+        return (
             f"Sampling run {run.pk} {run.status}: {done['done']}/{done['total']} items, "
             f"{run.stored} stored, skipped {run.skipped or {}}; {run.generator_calls} generator "
-            f"calls, {run.completion_tokens} completion tokens"
-            f"{f' ({run.tokens_unreported} calls unreported)' if run.tokens_unreported else ''}."
+            f"calls, {run.completion_tokens} completion tokens{unreported}."
         )
-        if run.error:
-            raise CommandError(run.error)
 
-    @staticmethod
-    def _api_key(options) -> str:
-        name = options["api_key_env"]
-        if not name:
-            return ""
-        if not os.environ.get(name):
-            raise CommandError(f"--api-key-env {name}: that environment variable is not set.")
-        return os.environ[name]
-
-    def _request(self, options, *, api_key: str) -> SamplingRun:
+    def request_job(self, options: dict, *, api_key: str) -> SamplingRun:
         rollout = sampling.RolloutParams.from_dict(given_options(sampling.RolloutParams, options))
         spec = GeneratorSpec.requested(given_options(GeneratorChoice, options), api_key=api_key)
         settings = SamplingSettings.from_dict(given_options(SamplingSettings, options))
@@ -110,11 +76,3 @@ class Command(BaseCommand):
             search=rollout.search,
             enqueue=False,
         )
-
-
-def _items_done(run_id: int):
-    def read() -> tuple[int, int]:
-        done = sampling.progress(SamplingRun.objects.get(pk=run_id))
-        return done["done"], done["total"]
-
-    return read
