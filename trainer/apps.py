@@ -27,7 +27,7 @@ class TrainerConfig(AppConfig):
         register_import_jobs()
         # The quality page compares human first errors with the machine sources' (labeling
         # cannot import them): rollouts, imported labels.
-        from trainer.evaluation.first_error import register_first_error_sources
+        from trainer.evaluation.first_error_sources import register_first_error_sources
 
         register_first_error_sources()
         # The workbench shows (and the quality page compares) the newest judge labels of a

@@ -32,7 +32,7 @@ from labeling.models import (
     StepRating,
 )
 from trainer.models import ModelVersion, RolloutLabel, SamplingRun
-from trainer.sampling import label_sources
+from trainer.sampling import rollout_agreement as human_vs_rollout
 from trainer.sampling.rollouts import rollout_labels_of
 from trainer.training import consensus
 from trainer.training.selectors import active_model_version
@@ -192,7 +192,7 @@ class RolloutRunOfSolution:
     agreement with the solution's human labels."""
 
     run: SamplingRun
-    agreement: label_sources.SourceAgreement
+    agreement: human_vs_rollout.SourceAgreement
     url: str | None = None  # the run's page, where one is routed (the view fills it in)
 
 
@@ -317,17 +317,17 @@ def _rollout_columns(
             estimate = RolloutEstimate(run_id=run_id, label=label)
             if label is not None and step.ratings:
                 estimate.agrees = all(
-                    label_sources.step_agrees(rating=r.rating, reached=label.reached)
+                    human_vs_rollout.step_agrees(rating=r.rating, reached=label.reached)
                     for r in step.ratings
                 )
                 estimate.soft_error = sum(
-                    label_sources.soft_error(
+                    human_vs_rollout.soft_error(
                         rating=r.rating, reached=label.reached, rollouts=label.rollouts
                     )
                     for r in step.ratings
                 ) / len(step.ratings)
             step.rollouts.append(estimate)
-        agreement = label_sources.compare(
+        agreement = human_vs_rollout.compare(
             human=human,
             rollout={i: (label.reached, label.rollouts) for i, label in labels.items()},
             steps=len(steps),
@@ -340,7 +340,7 @@ def _rollout_columns(
 class RolloutRunAgreement:
     run: SamplingRun
     labeled: int  # solutions the run labeled
-    agreement: label_sources.SourceAgreement
+    agreement: human_vs_rollout.SourceAgreement
     url: str | None = None
 
 
@@ -349,7 +349,8 @@ ROLLOUT_AGREEMENT_RUNS = 20
 
 def rollout_agreement(*, limit: int = ROLLOUT_AGREEMENT_RUNS) -> list[RolloutRunAgreement]:
     """Per rollout sampling run (the `limit` newest that stored labels), how its labels agree
-    with the human labels of the same solutions (`trainer.sampling.label_sources`), and overall."""
+    with the human labels of the same solutions (`trainer.sampling.rollout_agreement`), and
+    overall."""
     runs = list(
         SamplingRun.objects.filter(rollout_labels__isnull=False).distinct().order_by("-pk")[:limit]
     )
@@ -361,14 +362,14 @@ def rollout_agreement(*, limit: int = ROLLOUT_AGREEMENT_RUNS) -> list[RolloutRun
             .values_list("solution_id", flat=True)
             .distinct()
         )
-        total = label_sources.SourceAgreement()
+        total = human_vs_rollout.SourceAgreement()
         human = labels_of(
             LabelingSession.objects.filter(solution_id__in=solution_ids, submitted_at__isnull=False)
         )
         labels = rollout_labels_of(human.keys(), run=run)
         lengths = dict(Solution.objects.filter(pk__in=human.keys()).values_list("pk", "steps"))
         for solution_id, by_run in labels.items():
-            total += label_sources.compare(
+            total += human_vs_rollout.compare(
                 human=human[solution_id],
                 rollout={i: (label.reached, label.rollouts) for i, label in by_run[run.pk].items()},
                 steps=len(lengths.get(solution_id) or []),

@@ -10,7 +10,7 @@ from labeling.models import Problem, Solution
 from trainer.judging.models import JudgeLabel, JudgeRun
 from trainer.models import ModelVersion, RolloutLabel, TrainingRun
 from trainer.tests.test_inspection import rate
-from trainer.tests.test_label_sources import rollout_run, store
+from trainer.tests.test_rollout_agreement import rollout_run, store
 from trainer.training import consensus, runs
 from trainer.training.dataset import build_training_examples, step_label_counts
 from trainer.training.params import InvalidParams, TrainingParams

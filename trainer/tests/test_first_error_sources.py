@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from labeling import first_error
 from labeling.models import LabelingSession, Problem, Solution
-from trainer.evaluation.first_error import SOURCES
+from trainer.evaluation.first_error_sources import SOURCES
 from trainer.models import ImportedLabel, JudgeLabel, JudgeRun, RolloutLabel, SamplingRun
 from trainer.tests.test_inspection import rate
 

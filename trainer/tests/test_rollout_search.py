@@ -18,7 +18,7 @@ from generators import GeneratorSpec, SamplingSettings, Usage
 from labeling.agreement import Label
 from labeling.models import Problem, Solution
 from trainer.models import RolloutLabel, SamplingRun
-from trainer.sampling import label_sources
+from trainer.sampling import rollout_agreement
 from trainer.sampling import services as sampling
 from trainer.sampling.rollouts import estimate_solution, rollout_labels_of
 from trainer.sampling.selectors import first_error, search_agreement
@@ -269,7 +269,7 @@ def test_a_search_run_decides_the_first_error_against_human_labels_too():
         adjudicated=False,
         ratings={0: 1, 1: 1, 2: -1},
     )
-    agreement = label_sources.compare(
+    agreement = rollout_agreement.compare(
         human=[human], rollout={i: (x.reached, x.rollouts) for i, x in labels.items()}, steps=6
     )
     assert agreement.first_error_pairs == 1 and agreement.first_error_agreed == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.params import given_options, names, option
-from trainer.evaluation.simulation import label_sources, loop, recipe, triage
+from trainer.evaluation.simulation import loop, recipe, rollouts_vs_humans, triage
 from trainer.management.commands.simulate import CONFIGS
 from trainer.management.commands.simulate import Command as SimulateCommand
 from trainer.training.params import TrainingParams
@@ -102,7 +102,7 @@ def test_every_retrain_is_the_products_parameters_with_the_documented_recipe():
         epochs=8, learning_rate=3e-3, batch_size=32, max_minutes=None, seed=3
     )
     offline = dict(epochs=8, learning_rate=3e-3, batch_size=32, warmup_ratio=0.05, seed=1)
-    for config in (label_sources.LabelSourcesConfig(), triage.TriageConfig()):
+    for config in (rollouts_vs_humans.LabelSourcesConfig(), triage.TriageConfig()):
         assert recipe.offline_training(config, seed=1) == TrainingParams(**offline)
     # A knob a run changes reaches the run; the rest stays the recipe's.
     changed = recipe.loop_training(
@@ -153,8 +153,8 @@ def test_an_option_left_out_takes_each_modes_own_default():
     assert (built.per_problem_cap, built.trials, built.best_of) == (4, 200, (1, 4, 16, 64))
     assert (built.test_problems, built.test_samples) == (60, 64)
     options = _parsed("--ls-test-problems", "7", "--seeds", "4,5", "--best-of", "1,4")
-    sources = label_sources.LabelSourcesConfig(
-        **given_options(label_sources.LabelSourcesConfig, options)
+    sources = rollouts_vs_humans.LabelSourcesConfig(
+        **given_options(rollouts_vs_humans.LabelSourcesConfig, options)
     )
     assert (sources.test_problems, sources.seeds, sources.best_of) == (7, (4, 5), (1, 4))
     options = _parsed("--from-scratch", "--no-orm", "--strategy", "uniform")

@@ -9,7 +9,7 @@ from itertools import islice
 import pytest
 from django.core.management import CommandError, call_command
 
-from trainer.evaluation.simulation import label_sources as ls
+from trainer.evaluation.simulation import rollouts_vs_humans as ls
 from trainer.evaluation.simulation.domain import (
     ADD,
     ANSWER_MARKER,

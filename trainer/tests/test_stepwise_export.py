@@ -8,7 +8,7 @@ from django.core.management import call_command
 
 from labeling.models import Problem, Solution
 from trainer.tests.test_inspection import rate
-from trainer.tests.test_label_sources import rollout_run, store
+from trainer.tests.test_rollout_agreement import rollout_run, store
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 from trainer.evaluation.simulation import triage, triage_report
 from trainer.evaluation.simulation.domain import Generator, make_problems
 from trainer.evaluation.simulation.judge import SimulatedJudge
-from trainer.evaluation.simulation.label_sources import search_cost
 from trainer.evaluation.simulation.labelers import suggested_ratings
+from trainer.evaluation.simulation.rollouts_vs_humans import search_cost
 
 
 def _samples(count: int, *, seed: int = 0):

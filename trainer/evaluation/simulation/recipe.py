@@ -9,7 +9,7 @@ docs/label-sources.md was measured with these values: change one and the figures
 
 `Retraining` holds the recipe's knobs a run may change (`simulate --epochs ...`), `Common` what
 every mode of the simulation takes alike (the labelers' noise, the test set, best-of-N); the
-modes' own parameter sets (`loop.SimulationConfig`, `label_sources.LabelSourcesConfig`,
+modes' own parameter sets (`loop.SimulationConfig`, `rollouts_vs_humans.LabelSourcesConfig`,
 `triage.TriageConfig`) extend it, and `simulate`'s options are derived from them.
 """
 

@@ -7,7 +7,7 @@ machine label sources are worth beside them. One seed is one pool of solutions t
 one set of machine labels of the whole pool:
 
 - **rollout labels**: Math-Shepherd's hard estimate from every step's prefix (k rollouts,
-  `label_sources.rollout_labels`), and what OmegaPRM's first-error search
+  `rollouts_vs_humans.rollout_labels`), and what OmegaPRM's first-error search
   (`trainer.sampling.rollouts.bisect_first_bad`, the product's own search) spends for the same
   first error;
 - **judge labels**: a simulated judge (`judge.SimulatedJudge`) that misses wrong steps and
@@ -31,12 +31,12 @@ What is compared, at equal human budget (`first + rounds * batch` labeled soluti
    (the workbench's `confirm` display), each following it with probability `follow` instead
    of their own judgement (`labelers.suggested_ratings`); their label accuracy and agreement
    with the judge against labelers who saw nothing (`hidden`);
-4. **search cost** (`label_sources.search_cost`): completions per pool solution of every-step
+4. **search cost** (`rollouts_vs_humans.search_cost`): completions per pool solution of every-step
    rollouts (the product's: every step but the answer step), of every-step rollouts stopping
    at the first bad step, and of the first-error search, and how often the search finds the
    every-step first error.
 
-Every PRM is trained with the calibration recipe (`label_sources.train`) and evaluated on
+Every PRM is trained with the calibration recipe (`rollouts_vs_humans.train`) and evaluated on
 the same held-out test set: step AUROC against the exact ratings and best-of-N. Nothing
 touches the database.
 """
@@ -51,14 +51,14 @@ from labeling.first_error import position
 from trainer.evaluation.simulation import evaluation, recipe
 from trainer.evaluation.simulation.domain import Generator, Sample
 from trainer.evaluation.simulation.judge import SimulatedJudge
-from trainer.evaluation.simulation.label_sources import (
+from trainer.evaluation.simulation.labelers import session_ratings, suggested_ratings
+from trainer.evaluation.simulation.rollouts_vs_humans import (
     SearchCost,
     rollout_labels,
     search_cost,
     train,
     training_stream,
 )
-from trainer.evaluation.simulation.labelers import session_ratings, suggested_ratings
 from trainer.selection import ensemble, strategies
 from trainer.selection.services import SelectionParams
 from trainer.training import consensus

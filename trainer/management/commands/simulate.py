@@ -8,9 +8,9 @@ from tqdm import tqdm
 
 from core.params import add_arguments, given_options, names
 from trainer.evaluation.simulation import (
-    label_sources,
     loop,
     recipe,
+    rollouts_vs_humans,
     seeds,
     triage,
     triage_report,
@@ -18,7 +18,7 @@ from trainer.evaluation.simulation import (
 
 # The modes' parameter sets, whose fields are the options: the loop's first, so a field they
 # share shows the loop's default in the help (each mode still takes its own).
-CONFIGS = (loop.SimulationConfig, label_sources.LabelSourcesConfig, triage.TriageConfig)
+CONFIGS = (loop.SimulationConfig, rollouts_vs_humans.LabelSourcesConfig, triage.TriageConfig)
 # The spellings from before the options were derived.
 ALIASES = {
     "test_problems": ("--ls-test-problems",),
@@ -153,9 +153,9 @@ class Command(BaseCommand):
             self.stderr.write("No plot: matplotlib is not installed.")
 
     def _label_sources(self, options):
-        ls_config = _built(label_sources.LabelSourcesConfig, options)
+        ls_config = _built(rollouts_vs_humans.LabelSourcesConfig, options)
         try:
-            result = label_sources.compare_label_sources(ls_config, emit=self.stderr.write)
+            result = rollouts_vs_humans.compare_label_sources(ls_config, emit=self.stderr.write)
         except loop.SimulationRefused as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(
@@ -163,8 +163,8 @@ class Command(BaseCommand):
             f"costs {ls_config.human_cost:g}, a rollout-labeled one {ls_config.rollouts} per "
             f"step rolled out; seeds {', '.join(map(str, ls_config.seeds))} (mean ± std)."
         )
-        self.stdout.write(label_sources.table(result))
-        self._written(options, {**result, "summary": label_sources.summarize(result)})
+        self.stdout.write(rollouts_vs_humans.table(result))
+        self._written(options, {**result, "summary": rollouts_vs_humans.summarize(result)})
 
     def _triage(self, options):
         triage_config = _built(triage.TriageConfig, options)

@@ -116,7 +116,7 @@ class SearchCost:
 
 def search_cost(generator: Generator, sample: Sample, *, rollouts: int) -> SearchCost:
     """What the first-error search spends on `sample` against every-step rollouts, with the
-    same seeded rollouts (`label_sources.rollout_labels`' salts), so a probe of a step gives
+    same seeded rollouts (`rollout_labels`' salts), so a probe of a step gives
     what every-step rolling out of that step gives."""
     salt = "\x1e".join(sample.texts)
     last = len(sample.steps) - 1

@@ -11,7 +11,7 @@ from labeling.agreement import labels_of
 from labeling.models import LabelingSession, Problem, Solution
 from trainer import inspection
 from trainer.models import RolloutLabel, SamplingRun
-from trainer.sampling import label_sources
+from trainer.sampling import rollout_agreement
 from trainer.tests.test_inspection import rate
 from trainer.training.dataset import (
     Example,
@@ -90,7 +90,7 @@ def test_agreement_figures_match_the_hand_computed_case(case):
     solution, run = case["solution"], case["run"]
     human = labels_of(LabelingSession.objects.filter(solution=solution))[solution.pk]
     labels = RolloutLabel.objects.filter(sampling_run=run, solution=solution)
-    figures = label_sources.compare(
+    figures = rollout_agreement.compare(
         human=human,
         rollout={label.index: (label.reached, label.rollouts) for label in labels},
         steps=4,
