@@ -95,6 +95,14 @@ def is_operator_url(url: str) -> bool:
     return bool(url) and normalized(url) in operator_urls()
 
 
+def at_own_server(generator: dict) -> bool:
+    """Whether a job's generator is a researcher's own server: such a job resumes with their
+    key given again, never stored."""
+    return generator.get("backend") == "openai" and not is_operator_url(
+        generator.get("base_url") or ""
+    )
+
+
 def allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return [ipaddress.ip_network(n, strict=False) for n in settings.GENERATOR_ALLOWED_NETWORKS]
 

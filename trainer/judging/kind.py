@@ -15,9 +15,7 @@ def _context(run: JudgeRun) -> dict:
     return {
         "judged": judging.judged_solutions(run=run, limit=SOLUTIONS_SHOWN),
         "shown": SOLUTIONS_SHOWN,
-        # A run at a researcher's own server resumes with their key again, never stored.
-        "own_server": run.generator.get("backend") == "openai"
-        and not outbound.is_operator_url(run.generator.get("base_url") or ""),
+        "own_server": outbound.at_own_server(run.generator),
     }
 
 

@@ -20,9 +20,7 @@ def _context(run: SamplingRun) -> dict:
         "rollout_label_count": run.rollout_labels.count(),
         "implied_label_count": run.rollout_labels.filter(implied_by__isnull=False).count(),
         "search_agreement": search_agreement(run=run),
-        # A run at a researcher's own server resumes with their key again, never stored.
-        "own_server": run.generator.get("backend") == "openai"
-        and not outbound.is_operator_url(run.generator.get("base_url") or ""),
+        "own_server": outbound.at_own_server(run.generator),
     }
 
 
