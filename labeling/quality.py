@@ -92,7 +92,8 @@ def use_ratings_as_gold(*, solutions: QuerySet[Solution], labeler: Labeler) -> G
     """Copy the labeler's own latest submitted label of each solution into its gold ratings."""
     result = GoldResult()
     with transaction.atomic():
-        for solution in solutions.select_for_update().order_by("pk"):
+        # Only the solutions locked: the admin's list joins their (nullable) generation.
+        for solution in solutions.select_for_update(of=("self",)).order_by("pk"):
             session = (
                 LabelingSession.objects.filter(
                     labeler=labeler, solution=solution, submitted_at__isnull=False
