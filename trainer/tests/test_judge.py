@@ -440,6 +440,8 @@ def test_a_run_whose_worker_is_gone_is_failed_and_resumes():
     from celery.signals import worker_ready
     from django.utils import timezone
 
+    from trainer import tasks  # noqa: F401 (connects the worker_ready handlers, run alone too)
+
     orphan = subprocess.Popen(["true"])
     orphan.wait()
     run = request(make_solutions())
