@@ -152,6 +152,24 @@ def test_enter_typed_ahead_submits_once_the_ratings_are_stored(page, live_server
     assert [r for r, _ in stored()] == [1, 1]  # the next session has no rating
 
 
+def test_a_click_on_submit_waits_for_the_rating_clicked_just_before(page, live_server, solution):
+    """Every step is rated, so the page shows "Submit"; a -1 is clicked on step 2 and Submit
+    at once. The submission goes with the -1 (the label ends there), not with the form the
+    page showed before the -1 was answered."""
+    open_workbench(page, live_server)
+    first = page.locator("#workbench").get_attribute("data-session")
+    type_keys(page, ["3", "3", "3", "3"])
+    settled(page, chosen=4, active=None)
+    slow_network(page)
+    page.locator("#steps li[data-item='s1'] button[data-rating='-1']").click()
+    page.locator("#submit-session").click()
+    expect = pytest.importorskip("playwright.sync_api").expect
+    expect(page.locator("body")).to_contain_text("Submitted: your label, ending at its -1 step")
+    done = LabelingSession.objects.get(pk=first)
+    assert done.finish_reason == "found_error"
+    assert [r for r, _ in stored()] == [1, -1]
+
+
 def test_typed_ahead_a_minus_one_leads_on_to_its_alternatives(page, live_server, make_solution):
     problem = Problem.objects.create(text="What is $8/2$?", answer="4")
     make_solution(

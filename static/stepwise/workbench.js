@@ -36,6 +36,7 @@
   let cursor = null; // the item chosen with Backspace/k; null: where the answer says keys act
   let marks = new Map(); // unsure ticked on an item not rated yet: item key -> flag
   let closed = false; // the session ended elsewhere: keys no longer rate
+  let releasing = false; // the page itself presses the submit button (its turn in the queue)
 
   function section() { return document.getElementById("steps"); }
   function say(text) {
@@ -345,7 +346,12 @@
     }
     submitting = button !== null;
     if (button) {
-      button.click();
+      releasing = true;
+      try {
+        button.click();
+      } finally {
+        releasing = false;
+      }
     } else if (queued) {
       say(`Not submitted: ${actions()?.submit_refusal || "the solution is not finished."}`);
     }
@@ -415,9 +421,21 @@
   }
 
   document.addEventListener("click", (event) => {
-    if (event.target.closest && event.target.closest("#submit-session") && unsavedOwnStep()) {
+    const submitButton = event.target.closest && event.target.closest("#submit-session");
+    if (submitButton && unsavedOwnStep()) {
       event.preventDefault();
       say(UNSAVED);
+      return;
+    }
+    if (submitButton && !releasing && (inflight || queue.length || submitting)) {
+      // A click, like Enter, waits its turn: the form on the page still holds the outcome
+      // before the ratings on their way (a -1 clicked just before ends the label there).
+      event.preventDefault();
+      if (!submitting) {
+        submitting = true;
+        queue.push({ kind: "submit" });
+        render();
+      }
       return;
     }
     if (event.target.matches("[data-keymap-toggle]")) {
