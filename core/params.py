@@ -26,7 +26,7 @@ import argparse
 import math
 import types
 import typing
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import MISSING, Field, asdict, field, fields, replace
 from typing import Any, ClassVar, Self
 
@@ -45,7 +45,7 @@ def param(
     high: float | None = None,
     low_open: bool = False,
     high_open: bool = False,
-    choices: Mapping[str, str] | tuple[str, ...] = (),
+    choices: Mapping[str, str] | tuple[str, ...] | Callable[[], Mapping[str, str]] = (),
     form: bool = True,
 ) -> Any:
     """A dataclass field with what the form, the serializer, the options and the check need.
@@ -53,10 +53,16 @@ def param(
     `setting` names the Django setting the default is read from (when the set is made, so a
     changed setting applies without a restart); `low`/`high` bound the value (inclusive unless
     `low_open`/`high_open`); `choices` are the allowed values, or a mapping of each to the words
-    a form shows for it; `form=False` keeps a rarely changed parameter off the web form (the API
-    and the command line still take it).
+    a form shows for it, or a function that gives that mapping each time it is read (a registry
+    that grows after the set is defined: `trainer.training.label_sources`); `form=False` keeps a
+    rarely changed parameter off the web form (the API and the command line still take it).
     """
-    labels = dict(choices) if isinstance(choices, Mapping) else {c: c for c in choices}
+    if callable(choices):
+        labels: Mapping[str, str] = LiveChoices(choices)
+    elif isinstance(choices, LiveChoices):
+        labels = choices
+    else:
+        labels = dict(choices) if isinstance(choices, Mapping) else {c: c for c in choices}
     meta = {
         "label": label,
         "help": help,
@@ -65,13 +71,30 @@ def param(
         "high": high,
         "low_open": low_open,
         "high_open": high_open,
-        "choices": tuple(labels),
+        "choices": labels.keys() if isinstance(labels, LiveChoices) else tuple(labels),
         "choice_labels": labels,
         "form": form,
     }
     if setting:
         return field(default_factory=lambda: _setting(setting), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+class LiveChoices(Mapping):
+    """Choices read from a registry each time they are asked for, so that an entry registered
+    after the parameter set was defined is offered and accepted like the others."""
+
+    def __init__(self, read: Callable[[], Mapping[str, str]]) -> None:
+        self.read = read
+
+    def __getitem__(self, key: str) -> str:
+        return self.read()[key]
+
+    def __iter__(self):
+        return iter(self.read())
+
+    def __len__(self) -> int:
+        return len(self.read())
 
 
 def like(other: type, name: str, **changes: Any) -> Any:

@@ -17,11 +17,11 @@ ProcessBench scores a critic by where it says the first wrong step is; the per-s
   Undefined (None) when fewer than two positions pair or every position is the same.
 
 Between labelers: the solutions two or more labelers labeled, each labeler's first label with
-a position. Between sources: a registry of label sources (`SOURCES`), each reading one position
+a position. Between sources: the label sources (`sources()`), each reading one position
 per solution; every pair of registered sources is compared on the solutions both decide.
 Human labels give the label training uses (`labeling.agreement.training_label`), so a solution
-several labelers labeled counts once. Labeling registers itself; rooms above it register theirs
-(`register_source`: rollouts, imported labels, judges), since labeling cannot import them.
+several labelers labeled counts once. Labeling gives its own; the trainer gives its registry's
+(`register_sources`: rollouts, imported labels, judges), since labeling cannot import it.
 """
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -160,12 +160,21 @@ def human_positions(*, solution_ids: list[int]) -> dict[int, int]:
 
 
 HUMAN = Source(name="human", title="Human", labeled=_human_labeled, positions=human_positions)
-SOURCES: dict[str, Source] = {HUMAN.name: HUMAN}
+_PROVIDERS: list[Callable[[], Iterable[Source]]] = []
 
 
-def register_source(source: Source) -> None:
-    """Compare a label source of a room above labeling too (called from its app's ready())."""
-    SOURCES[source.name] = source
+def register_sources(provider: Callable[[], Iterable[Source]]) -> None:
+    """Compare the label sources a room above labeling gives too (called from its app's
+    ready()): `provider()` is asked each time, so a source registered later is compared."""
+    _PROVIDERS.append(provider)
+
+
+def sources() -> dict[str, Source]:
+    """Every label source compared, by name: humans first, then the providers' in order."""
+    found = {HUMAN.name: HUMAN}
+    for provider in _PROVIDERS:
+        found.update((source.name, source) for source in provider())
+    return found
 
 
 @dataclass
@@ -199,7 +208,7 @@ def between_sources() -> list[SourcePair]:
     """Every pair of registered sources, in the order they were registered (human first)."""
     return [
         SourcePair(first=a, second=b, figures=between(a, b))
-        for a, b in combinations(list(SOURCES.values()), 2)
+        for a, b in combinations(list(sources().values()), 2)
     ]
 
 

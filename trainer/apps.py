@@ -25,11 +25,22 @@ class TrainerConfig(AppConfig):
         from trainer.sampling.imported import register_import_jobs
 
         register_import_jobs()
-        # The quality page compares human first errors with the machine sources' (labeling
-        # cannot import them): rollouts, imported labels.
-        from trainer.evaluation.first_error_sources import register_first_error_sources
+        # The quality page compares human first errors with those of the label sources that
+        # place one (labeling cannot import the trainer's registry of them).
+        from labeling.first_error import Source, register_sources
+        from trainer.training import label_sources
 
-        register_first_error_sources()
+        register_sources(
+            lambda: [
+                Source(
+                    name=s.name,
+                    title=s.first_error.title,
+                    labeled=s.first_error.labeled,
+                    positions=s.first_error.positions,
+                )
+                for s in label_sources.first_error_sources()
+            ]
+        )
         # The workbench shows (and the quality page compares) the newest judge labels of a
         # solution, as the generation's judge display says; labeling cannot import judging.
         from labeling.judge_display import register_reader

@@ -288,8 +288,8 @@ def _consensus_columns(inspected: SolutionInspection, *, submitted: QuerySet) ->
     labels = labels_of(submitted).get(solution.pk, [])
     human = training_label(labels, gold=solution.gold_ratings).ratings if labels else {}
     machine = consensus.machine_labels(solution_ids=[solution.pk])[solution.pk]
-    inspected.consensus_rollout_run = machine.rollout_run_id
-    inspected.judge_run = machine.judge_run_id
+    inspected.consensus_rollout_run = machine.runs.get("rollout")
+    inspected.judge_run = machine.runs.get("judge")
     verdicts = consensus.solution_verdicts(
         steps=len(inspected.steps),
         human=human,
@@ -297,7 +297,7 @@ def _consensus_columns(inspected: SolutionInspection, *, submitted: QuerySet) ->
         sources=inspected.consensus_sources,
     )
     for step, verdict in zip(inspected.steps, verdicts, strict=True):
-        step.judge = machine.judge.get(step.index)
+        step.judge = machine.of("judge").get(step.index)
         step.verdict = verdict
 
 

@@ -33,6 +33,7 @@ from trainer.models import ModelVersion, SamplingRun, TrainingRun
 from trainer.sampling.signals import sampling_run_succeeded
 from trainer.scoring import chunks as scoring
 from trainer.selection import services as selection
+from trainer.training import label_sources
 from trainer.training.selectors import NoActiveModelVersion, active_model_version
 from trainer.training.signals import model_version_activated, model_version_recorded
 
@@ -69,7 +70,10 @@ def freeze_trained_labels(*, run_id: int, **_signal) -> None:
     run = TrainingRun.objects.filter(pk=run_id).values("snapshot_at", "params").first()
     if run is None or run["snapshot_at"] is None:
         return
-    if (run["params"] or {}).get("label_source", "human") in ("human", "both", "consensus"):
+    chosen = (run["params"] or {}).get("label_source", label_sources.HUMAN)
+    known = label_sources.training_choices()
+    # A source no longer registered may have read them: frozen, to be safe.
+    if chosen not in known or label_sources.source(chosen).trains.reads_human:
         corrections.mark_used(submitted_up_to=run["snapshot_at"])
 
 

@@ -31,9 +31,9 @@ from trainer.forms import GenerationForm, OverlapForm, TrainingRunForm
 from trainer.models import ModelVersion, TrainingRun
 from trainer.scoring.progress import scoring_progress
 from trainer.selection import generations
-from trainer.training import charts, consensus, model_versions, runs, selectors
+from trainer.training import charts, label_sources, model_versions, runs, selectors
 from trainer.training.metrics import name_of
-from trainer.training.params import CONSENSUS_SOURCES, InvalidParams, TrainingParams
+from trainer.training.params import InvalidParams, TrainingParams
 
 _require_researcher = partial(require_researcher, refusal="Training is for researchers and admins.")
 
@@ -212,7 +212,7 @@ def solution_inspect(request: HttpRequest, solution_id: int) -> HttpResponse:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     try:
         inspected = inspection.solution_inspection(
-            solution_id=solution_id, sources=consensus.chosen_sources(chosen)
+            solution_id=solution_id, sources=label_sources.ordered_machine_names(chosen)
         )
     except Solution.DoesNotExist:
         raise Http404("No such solution.") from None
@@ -221,7 +221,11 @@ def solution_inspect(request: HttpRequest, solution_id: int) -> HttpResponse:
     return render(
         request,
         "trainer/solution_inspect.html",
-        {"inspection": inspected, "consensus_choices": CONSENSUS_SOURCES, "chosen": chosen},
+        {
+            "inspection": inspected,
+            "consensus_choices": label_sources.consensus_choices(),
+            "chosen": chosen,
+        },
     )
 
 

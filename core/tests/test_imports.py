@@ -160,7 +160,7 @@ def test_the_model_sides_rooms_import_only_the_rooms_below_them():
 # A new `register_*` call in an apps.py fails the test below until it is declared.
 HOOKS = {
     ("trainer", "register_import_jobs"): "labeling's import jobs run the trainer's public formats",
-    ("trainer", "register_first_error_sources"): "the quality page compares machine first errors",
+    ("trainer", "register_sources"): "the quality page compares the label sources' first errors",
     ("trainer", "register_reader"): "the workbench shows the newest judge labels",
 }
 

@@ -1,26 +1,25 @@
 """Where the machine label sources put each pool solution's first error, for the
 `disagreement` strategy (`trainer.selection.strategies.disagreement`).
 
-The sources are the newest rollout labels and the newest judge run's labels, read through
-labeling's registry of label sources (`labeling.first_error.SOURCES`, which the trainer app
-fills at startup: selection does not import the evaluation room), and the PRM of the
-selection's model version: its first step scored below `THRESHOLD` (what the metrics count as
-a bad step), "no error" when every step is scored and none below, undecided when the steps
-scored stop short of the solution (a long solution cut to the model's context). Only the
-solutions some rollout or judge labeled are read: the PRM alone cannot disagree.
+The sources are the machine sources that place a first error
+(`trainer.training.label_sources.disagreement_sources`: the newest rollout labels and the
+newest judge run's labels), and the PRM of the selection's model version: its first step
+scored below `THRESHOLD` (what the metrics count as a bad step), "no error" when every step is
+scored and none below, undecided when the steps scored stop short of the solution (a long
+solution cut to the model's context). Only the solutions some of those sources labeled are
+read: the PRM alone cannot disagree.
 """
 
 from collections.abc import Sequence
 
 from django.db.models import Q, QuerySet
 
-from labeling.first_error import CHUNK, SOURCES, position
+from labeling.first_error import CHUNK, position
 from labeling.models import Solution
 from trainer.selection.strategies import spread
+from trainer.training import label_sources
 from trainer.training.metrics import THRESHOLD
 from trainer.training.models import ModelVersion
-
-MACHINE_SOURCES = ("rollout", "judge")  # names in labeling.first_error.SOURCES
 
 
 def prm_position(*, step_scores: Sequence[float], steps: int) -> int | None:
@@ -45,7 +44,7 @@ def disagreements(
 ) -> dict[int, float]:
     """Solution id -> how many steps apart the sources that decide its first error put it
     (`strategies.spread`), for the solutions of `pool` two or more sources decide."""
-    sources = [SOURCES[name] for name in MACHINE_SOURCES if name in SOURCES]
+    sources = [s.first_error for s in label_sources.disagreement_sources()]
     if not sources:
         return {}
     labeled = Q()

@@ -11,7 +11,7 @@ from trainer.judging.models import JudgeLabel, JudgeRun
 from trainer.models import ModelVersion, RolloutLabel, TrainingRun
 from trainer.tests.test_inspection import rate
 from trainer.tests.test_rollout_agreement import rollout_run, store
-from trainer.training import consensus, runs
+from trainer.training import consensus, label_sources, runs
 from trainer.training.dataset import build_training_examples, step_label_counts
 from trainer.training.params import InvalidParams, TrainingParams
 
@@ -84,7 +84,7 @@ def test_the_sources_parameter_takes_any_order_and_refuses_unknown_sources():
     assert TrainingParams.from_dict({}).consensus_sources == "rollout,judge"
     given = TrainingParams.from_dict({"consensus_sources": "prm, judge"})
     assert given.consensus_sources == "judge,prm"
-    assert consensus.chosen_sources(given.consensus_sources) == ("judge", "prm")
+    assert label_sources.ordered_machine_names(given.consensus_sources) == ("judge", "prm")
     for bad in ("crowd", "rollout,crowd", "human,judge"):
         with pytest.raises(InvalidParams, match="consensus_sources must be one of"):
             TrainingParams.from_dict({"label_source": "consensus", "consensus_sources": bad})
@@ -304,7 +304,7 @@ def test_a_training_run_on_consensus_labels_trains_on_the_expected_examples(
     run = runs.execute_training_run(run_id=run.pk, worker_hostname="celery@test")
     assert run.status == TrainingRun.Status.SUCCEEDED, run.error
     assert run.dataset_size == 4  # s2, s5, s1, s3 (by hand, in the fixture)
-    assert "Step labels: 4 from humans, 4 from the consensus of rollout + judge." in run.log_tail
+    assert "Step labels: 4 human, 4 consensus." in run.log_tail
     assert run.step_labels == {"human": 4, "consensus": 4}
     page = client.get(reverse("training-run-detail", args=[run.pk])).content.decode()
     assert '<dd class="step-labels">4 human, 4 consensus</dd>' in page

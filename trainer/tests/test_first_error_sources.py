@@ -2,14 +2,16 @@
 labels (hard estimate) and imported labels of the same solutions, computed by hand, on
 /quality/ and in the API; a further source is one entry of the registry."""
 
+from dataclasses import replace
+
 import pytest
 from django.urls import reverse
 
 from labeling import first_error
 from labeling.models import LabelingSession, Problem, Solution
-from trainer.evaluation.first_error_sources import SOURCES
 from trainer.models import ImportedLabel, JudgeLabel, JudgeRun, RolloutLabel, SamplingRun
 from trainer.tests.test_inspection import rate
+from trainer.training import label_sources
 
 pytestmark = pytest.mark.django_db
 
@@ -102,7 +104,7 @@ ORDINAL = 1 - (37 / 8) / (584 / 56)
 
 
 def pair(first: str, second: str) -> first_error.FirstErrorAgreement:
-    return first_error.between(first_error.SOURCES[first], first_error.SOURCES[second])
+    return first_error.between(first_error.sources()[first], first_error.sources()[second])
 
 
 def test_human_against_rollouts_gives_the_figures_computed_by_hand(case):
@@ -134,7 +136,7 @@ def test_a_solution_several_labelers_labeled_counts_once_with_the_label_training
 
 
 def test_the_sources_are_read_through_the_registry_in_order(case):
-    assert [source.name for source in SOURCES] == ["rollout", "imported", "judge"]
+    assert [s.name for s in label_sources.first_error_sources()] == ["rollout", "imported", "judge"]
     pairs = [(p.first.name, p.second.name) for p in first_error.between_sources()]
     assert pairs[:4] == [
         ("human", "rollout"),
@@ -190,10 +192,11 @@ def test_judge_labels_pair_with_the_others_by_their_newest_run(case):
     assert figures.alpha_interval == pytest.approx(1.0)
 
 
-def test_a_further_source_is_one_entry_of_the_registry(client, make_user, case, monkeypatch):
-    # A judge that finds the first error one step late on every solution it reads.
-    judge = first_error.Source(
-        name="judge",
+def test_a_further_source_is_one_entry_of_the_registry(client, make_user, case):
+    # A judge that finds the first error one step late on every solution it reads, registered
+    # in the trainer's registry while the test runs: the quality page and API compare it.
+    real = label_sources.source("judge")
+    late = label_sources.FirstErrorReader(
         title="Judge",
         labeled=lambda: Solution.objects.filter(steps__isnull=False).values("pk"),
         positions=lambda *, solution_ids: {
@@ -201,7 +204,14 @@ def test_a_further_source_is_one_entry_of_the_registry(client, make_user, case, 
             for pk, position in first_error.HUMAN.positions(solution_ids=solution_ids).items()
         },
     )
-    monkeypatch.setitem(first_error.SOURCES, "judge", judge)
+    label_sources.register(replace(real, first_error=late))
+    try:
+        figures_with_a_late_judge(client, make_user)
+    finally:
+        label_sources.register(real)
+
+
+def figures_with_a_late_judge(client, make_user) -> None:
     client.force_login(make_user("rita", "researcher"))
     body = client.get(reverse("api-first-error-agreement")).json()
     by_pair = {(p["first"], p["second"]): p["figures"] for p in body["between_sources"]}

@@ -4,13 +4,10 @@ The one rule, used by the training data (`dataset.consensus_examples`, `label_so
 consensus`) and the solution inspection page alike (`step_verdict`):
 
 - a step a human rated takes the human rating (+1, 0 or -1): a human wins wherever present;
-- otherwise each chosen machine source that labels the step gives a verdict, bad or not bad:
-  *rollout* bad when no rollout of the newest rollout run reached the answer from the step (its
-  hard estimate -1; a step a first-error search implied good counts as reached); *judge* bad
-  when the newest judge run rated it -1 (a 0 is not bad; a first_error run rates the steps up
-  to its first -1 and leaves the rest unlabeled); *prm* bad when the active model version's
-  step score is below 0.5 (`metrics.THRESHOLD`; scores written by another version are not the
-  active PRM's and count as no label);
+- otherwise each chosen machine source that labels the step gives a verdict, bad or not bad,
+  by its own rule (`trainer.training.label_sources`: *rollout* bad when no rollout of the
+  newest rollout run reached the answer from the step; *judge* bad when the newest judge run
+  rated it -1; *prm* bad when the active model version's step score is below 0.5);
 - when every source that decided agrees and at least two decided (or, with one source chosen,
   that one), the step is labeled -1 (bad) or +1 (not bad); a disagreement, or too few sources,
   leaves it unlabeled.
@@ -21,47 +18,32 @@ first unlabeled step, as human and rollout examples do (`example_prefix`).
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from labeling.judge_display import JudgeShown
-from labeling.models import Solution
-from trainer.judging.selectors import newest_judge_labels
-from trainer.sampling.models import RolloutLabel
-from trainer.sampling.rollouts import latest_run_labels, rollout_labels_of
-from trainer.training.metrics import THRESHOLD
-from trainer.training.params import MACHINE_SOURCES, TrainingParams
-from trainer.training.selectors import active_model_version
+from trainer.training import label_sources
+from trainer.training.params import TrainingParams
 
-HUMAN = "human"
+HUMAN = label_sources.HUMAN
 CONSENSUS = "consensus"
 
-
-def chosen_sources(value: str) -> tuple[str, ...]:
-    """The machine sources a `consensus_sources` parameter names, in MACHINE_SOURCES order."""
-    named = {name.strip() for name in value.split(",")}
-    return tuple(name for name in MACHINE_SOURCES if name in named)
+DEFAULT_SOURCES = label_sources.ordered_machine_names(TrainingParams.consensus_sources)
 
 
-DEFAULT_SOURCES = chosen_sources(TrainingParams.consensus_sources)
-
-
-@dataclass(frozen=True)
 class StepLabels:
-    """One step's labels from each source; None where a source has none."""
+    """One step's labels: the human rating training uses, and each machine source's label
+    (`StepLabels(human=1, rollout=label, judge=shown, prm=0.3)`); None where one has none."""
 
-    human: int | None = None
-    rollout: RolloutLabel | None = None
-    judge: JudgeShown | None = None
-    prm: float | None = None
+    def __init__(self, human: int | None = None, **machine: Any) -> None:
+        self.human = human
+        self.machine = machine
 
     def bad(self, source: str) -> bool | None:
         """The verdict of one machine source on the step (True: bad), None without a label."""
-        if source == "rollout":
-            return None if self.rollout is None else not self.rollout.reached
-        if source == "judge":
-            return None if self.judge is None else self.judge.rating == -1
-        if source == "prm":
-            return None if self.prm is None else self.prm < THRESHOLD
-        raise ValueError(f"Unknown machine source {source!r}.")
+        label = self.machine.get(source)
+        reader = label_sources.source(source).machine
+        if reader is None:
+            raise ValueError(f"{source!r} is not a machine source.")
+        return None if label is None else reader.bad(label)
 
 
 @dataclass(frozen=True)
@@ -120,45 +102,33 @@ def example_prefix(verdicts: Sequence[Verdict]) -> list[Verdict]:
 class MachineLabels:
     """One solution's labels from the machine sources, each source's newest."""
 
-    rollout_run_id: int | None = None
-    rollout: dict[int, RolloutLabel] = field(default_factory=dict)
-    judge_run_id: int | None = None
-    judge: dict[int, JudgeShown] = field(default_factory=dict)
-    prm: list[float] = field(default_factory=list)  # the active version's step scores
+    runs: dict[str, int | None] = field(default_factory=dict)  # source -> the run they are of
+    labels: dict[str, Mapping[int, Any]] = field(default_factory=dict)  # source -> step -> label
 
     def step(self, index: int, *, human: int | None = None) -> StepLabels:
         return StepLabels(
-            human=human,
-            rollout=self.rollout.get(index),
-            judge=self.judge.get(index),
-            prm=self.prm[index] if index < len(self.prm) else None,
+            human=human, **{name: by_step.get(index) for name, by_step in self.labels.items()}
         )
+
+    def of(self, source: str) -> Mapping[int, Any]:
+        """Step index -> `source`'s label of the step."""
+        return self.labels.get(source, {})
 
 
 def machine_labels(
-    *, solution_ids: Iterable[int], sources: Sequence[str] = MACHINE_SOURCES
+    *, solution_ids: Iterable[int], sources: Sequence[str] | None = None
 ) -> dict[int, MachineLabels]:
-    """Solution id -> its labels from the chosen machine sources: the newest rollout run's
-    (`rollouts.latest_run_labels`), the newest judge run's (`newest_judge_labels`) and the
-    active model version's step scores. Every given solution has an entry, empty or not."""
+    """Solution id -> its labels from the chosen machine sources (all of them by default),
+    each read by its source (`trainer.training.label_sources`). Every given solution has an
+    entry, empty or not."""
     ids = list(solution_ids)
     found = {pk: MachineLabels() for pk in ids}
-    if "rollout" in sources:
-        for pk, by_run in rollout_labels_of(ids).items():
-            latest = latest_run_labels(by_run)
-            if latest is not None:
-                found[pk].rollout_run_id, found[pk].rollout = latest
-    if "judge" in sources:
-        for pk, by_index in newest_judge_labels(solution_ids=ids).items():
-            found[pk].judge = by_index
-            found[pk].judge_run_id = next(iter(by_index.values())).run_id
-    if "prm" in sources:
-        active = active_model_version()
-        if active is not None:
-            for pk, scores in Solution.objects.filter(
-                pk__in=ids, prm_model_version=active
-            ).values_list("pk", "prm_step_scores"):
-                found[pk].prm = list(scores) if isinstance(scores, list) else []
+    for name in label_sources.machine_names() if sources is None else sources:
+        for pk, (run_id, by_step) in (
+            label_sources.source(name).machine.read(solution_ids=ids).items()
+        ):
+            found[pk].runs[name] = run_id
+            found[pk].labels[name] = by_step
     return found
 
 

@@ -21,7 +21,8 @@ gives one rollout example per run used, never merged into its human labels. With
 estimate its labels are +1/-1, cut after the first -1 like a human label; with the soft one
 every step carries `targets` (p(+1) = the share of rollouts that reached the answer, p(-1)
 the rest) and `labels` hold the hard estimate for the metrics. `build_training_examples`
-takes what a run's parameters choose: human, rollout or both.
+takes what a run's label source builds (`trainer.training.label_sources`, one module per
+source, calling the builders here).
 
 Imported labels (`trainer.sampling.imported`: ProcessBench, PRMBench, TRL files) are a third
 source, chosen alone (`label_source: imported`): one example per imported label, in import
@@ -53,7 +54,7 @@ from labeling.models import (
     StepRating,
     problem_key,
 )
-from trainer.training import consensus, gates
+from trainer.training import consensus, gates, label_sources
 
 SESSION_CHUNK = 500
 
@@ -67,7 +68,7 @@ class Example:
     labels: list[int]  # -1 / 0 / 1 per step
     # Rollout examples only (the defaults are a human example's, and are left out of the
     # snapshot hash so that human data hashes as it always did):
-    source: str = "human"  # "human" | "rollout" | "imported" | "consensus"
+    source: str = "human"  # the label source's name (trainer.training.label_sources)
     targets: list[float] | None = None  # soft estimate: p(+1) per step; p(-1) = 1 - it
     weight: float = 1.0  # weight of the example in the loss
     sampling_run_id: int | None = None  # the sampling run whose rollout labels these are
@@ -141,36 +142,19 @@ def without_evaluation_problems(examples: list[Example]) -> tuple[list[Example],
 
 
 def labeled_examples(*, params) -> list[Example]:
-    """Every example the run's parameters choose, evaluation problems included."""
-    examples: list[Example] = []
-    if params.label_source in ("human", "both"):
-        examples += build_examples(
-            include_quality_control=params.include_quality_control,
-            include_screening=params.include_screening,
-            generation_min=params.generation_min,
-            generation_max=params.generation_max,
-        )
-    if params.label_source in ("rollout", "both"):
-        examples += rollout_examples(
-            estimate=params.rollout_estimate,
-            weight=params.rollout_weight if params.label_source == "both" else 1.0,
-            run_id=params.rollout_run,
-            include_quality_control=params.include_quality_control,
-            include_screening=params.include_screening,
-            generation_min=params.generation_min,
-            generation_max=params.generation_max,
-        )
-    if params.label_source == "imported":
-        examples += imported_examples()
-    if params.label_source == "consensus":
-        examples += consensus_examples(
-            sources=consensus.chosen_sources(params.consensus_sources),
-            include_quality_control=params.include_quality_control,
-            include_screening=params.include_screening,
-            generation_min=params.generation_min,
-            generation_max=params.generation_max,
-        )
-    return examples
+    """Every example the run's parameters choose, evaluation problems included: those of
+    its label source (`trainer.training.label_sources`)."""
+    return label_sources.source(params.label_source).trains.examples(params=params)
+
+
+def data_filters(params) -> dict:
+    """The data filters of a run's parameters, as the example builders take them."""
+    return {
+        "include_quality_control": params.include_quality_control,
+        "include_screening": params.include_screening,
+        "generation_min": params.generation_min,
+        "generation_max": params.generation_max,
+    }
 
 
 def imported_examples() -> list[Example]:
@@ -296,12 +280,8 @@ def consensus_examples(
     human = build_examples(**filters)
     own = {e.solution_id: e for e in human if e.solution_id is not None}
     labeled = Q()
-    if "rollout" in sources:
-        labeled |= Q(rollout_labels__isnull=False)
-    if "judge" in sources:
-        labeled |= Q(judge_labels__isnull=False)
-    if "prm" in sources:
-        labeled |= Q(prm_model_version__is_active=True)
+    for name in sources:
+        labeled |= label_sources.source(name).machine.labeled()
     machine_ids = set(
         _kept(Solution.objects.filter(labeled), **filters).values_list("pk", flat=True)
     )

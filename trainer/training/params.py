@@ -10,31 +10,17 @@ This module imports no torch: the web process reads it to draw a form.
 """
 
 from dataclasses import dataclass, replace
-from itertools import combinations
 from typing import Any
 
 from core import aggregation
 from core.errors import Invalid
 from core.params import Params, param, refused
+from trainer.training import label_sources
 from trainer.training.base_models import BaseModelRefused, check_base_model
 
 SCHEDULES = ("cosine", "linear", "constant")
 # Solution score from step scores: the names of the one registry, core.aggregation.
 AGGREGATIONS = tuple(aggregation.AGGREGATIONS)
-# Which labels a run trains on (trainer.training.dataset.build_training_examples): human ratings,
-# rollout labels (trainer.sampling.rollouts), or both, each solution giving one example of each;
-# or, alone, labels imported from public datasets (trainer.sampling.imported); or the consensus
-# of machine sources with every human label (trainer.training.consensus).
-LABEL_SOURCES = ("human", "rollout", "both", "imported", "consensus")
-# The machine sources a consensus may be asked of: the newest rollout run's hard estimate, the
-# newest judge run's rating, the active model version's step score. A choice is a comma-separated
-# set of them, written in this order.
-MACHINE_SOURCES = ("rollout", "judge", "prm")
-CONSENSUS_SOURCES = {
-    ",".join(chosen): " + ".join(chosen)
-    for size in range(1, len(MACHINE_SOURCES) + 1)
-    for chosen in combinations(MACHINE_SOURCES, size)
-}
 ROLLOUT_ESTIMATES = ("hard", "soft")
 # How a run on several processes (settings.PRM_TRAIN_PROCESSES) spreads the model: a whole
 # copy per process (DDP), or sharded across them (FSDP), for backbones one device cannot hold.
@@ -62,18 +48,18 @@ class TrainingParams(Params):
     label_source: str = param(
         "human",
         label="Label source",
-        help="Human ratings, rollout labels (Math-Shepherd estimates), or both; or labels "
-        "imported from public datasets (ProcessBench, PRMBench, TRL files); or consensus: "
-        "every human label, and where no human rated a step, the label the chosen machine "
-        "sources agree on.",
-        choices=LABEL_SOURCES,
+        help="Where the run's step labels come from: "
+        + "; ".join(f"{s.name}, {s.trains.help}" for s in label_sources.all_sources() if s.trains)
+        + ".",
+        # The registry's, read each time: a source registered later is offered too.
+        choices=label_sources.training_choices,
     )
     consensus_sources: str = param(
         "rollout,judge",
         label="Consensus sources",
         help="With label source consensus: the machine sources that must agree on a step "
         "(at least two of them deciding it, or the one chosen), comma-separated.",
-        choices=CONSENSUS_SOURCES,
+        choices=label_sources.consensus_choices,
     )
     rollout_estimate: str = param(
         "hard",
@@ -233,9 +219,9 @@ class TrainingParams(Params):
         if isinstance(self.consensus_sources, str):
             # Any order and spacing names the same set: "judge, rollout" is "rollout,judge".
             named = {name.strip() for name in self.consensus_sources.split(",")}
-            if named <= set(MACHINE_SOURCES):
-                ordered = ",".join(name for name in MACHINE_SOURCES if name in named)
-                object.__setattr__(self, "consensus_sources", ordered)
+            ordered = label_sources.ordered_machine_names(self.consensus_sources)
+            if named == set(ordered):
+                object.__setattr__(self, "consensus_sources", ",".join(ordered))
         super().__post_init__()
         low, high = self.generation_min, self.generation_max
         if low is not None and high is not None and low > high:

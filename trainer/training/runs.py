@@ -30,7 +30,7 @@ from django.utils import timezone
 from core import jobs, store
 from core.errors import Conflict, DomainError
 from core.queueing import BrokerUnavailable, send_task
-from trainer.training import checkpoints, dataset, model_versions
+from trainer.training import checkpoints, dataset, label_sources, model_versions
 from trainer.training.base_models import resolve_base_model
 from trainer.training.models import ModelVersion, TrainingRun
 from trainer.training.params import TrainingParams
@@ -357,14 +357,7 @@ def _train(run: TrainingRun, recorder: RunRecorder):
             "(evaluation items are never trained on)."
         )
     if not examples:
-        wanted = {
-            "human": "no submitted labeling session",
-            "rollout": "no rollout label",
-            "both": "neither a submitted labeling session nor a rollout label",
-            "imported": "no imported label (manage.py import_labels)",
-            "consensus": "no submitted labeling session and no step the consensus sources "
-            f"({params.consensus_sources}) agree on",
-        }[params.label_source]
+        wanted = label_sources.source(params.label_source).trains.missing(params=params)
         raise NoTrainingData(f"No labeled examples: {wanted} matches this run's data filters.")
     train, held_out = dataset.split_by_problem(
         examples, eval_fraction=params.eval_fraction, seed=params.seed
@@ -387,12 +380,9 @@ def _train(run: TrainingRun, recorder: RunRecorder):
         f"Data: {len(examples)} examples ({len(train)} train, {len(held_out)} held out), "
         f"snapshot {digest[:12]}."
     )
-    if params.label_source == "consensus":
-        recorder.log(
-            f"Step labels: {step_labels.get('human', 0)} from humans, "
-            f"{step_labels.get('consensus', 0)} from the consensus of "
-            f"{params.consensus_sources.replace(',', ' + ')}."
-        )
+    recorder.log(
+        "Step labels: " + ", ".join(f"{n} {name}" for name, n in step_labels.items()) + "."
+    )
     start_from = _warm_start(params=params, base_model=base_model, recorder=recorder)
     if processes == 1:
         from trainer.training.ml.prm import PRM

@@ -16,12 +16,13 @@ import json
 from collections.abc import Collection, Iterator
 from typing import TextIO
 
-from trainer.training import dataset
+from trainer.training import dataset, label_sources
 from trainer.training.params import TrainingParams
 
 
 def _soft(params: TrainingParams) -> bool:
-    return params.label_source not in ("human", "consensus") and params.rollout_estimate == "soft"
+    soft = label_sources.source(params.label_source).trains.soft
+    return soft and params.rollout_estimate == "soft"
 
 
 def stepwise_rows(

@@ -1,0 +1,59 @@
+"""Judge labels: an LLM judge's step ratings (`trainer.judging`), the newest judge run's of a
+solution. A step is bad when it rated it -1 (a 0 is not bad); a first_error run rates the steps
+up to its first -1 and leaves the rest unlabeled."""
+
+from trainer.training.label_sources.base import (
+    FirstErrorReader,
+    LabelSource,
+    MachineReader,
+    register,
+)
+
+
+def labeled():
+    from django.db.models import Q
+
+    return Q(judge_labels__isnull=False)
+
+
+def read(*, solution_ids: list[int]) -> dict:
+    from trainer.judging.selectors import newest_judge_labels
+
+    return {
+        pk: (next(iter(by_index.values())).run_id, by_index)
+        for pk, by_index in newest_judge_labels(solution_ids=list(solution_ids)).items()
+        if by_index
+    }
+
+
+def labeled_ids():
+    from trainer.judging.models import JudgeLabel
+
+    return JudgeLabel.objects.values("solution_id")
+
+
+def positions(*, solution_ids: list[int]) -> dict[int, int]:
+    from labeling.first_error import position, step_counts
+
+    steps, found = step_counts(solution_ids), {}
+    for solution_id, (_, labels) in read(solution_ids=solution_ids).items():
+        ratings = {index: label.rating for index, label in labels.items()}
+        decided = position(ratings=ratings, steps=steps[solution_id])
+        if decided is not None:
+            found[solution_id] = decided
+    return found
+
+
+SOURCE = register(
+    LabelSource(
+        name="judge",
+        title="Judge labels",
+        machine=MachineReader(
+            labeled=labeled,
+            read=read,
+            bad=lambda label: label.rating == -1,
+            help="the newest judge run rated the step -1",
+        ),
+        first_error=FirstErrorReader(title="Judge", labeled=labeled_ids, positions=positions),
+    )
+)
