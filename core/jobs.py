@@ -11,7 +11,8 @@ request, an error and the tail of its log. Its lifecycle is written once, here:
 - `request_cancel`: a queued job is cancelled at once, a running one is asked to stop;
 - `recover_stale`: running jobs whose worker is gone, by one rule, failed (or queued again);
 - `run_items`: the whole body of a job that works through items and resumes (sampling and
-  judge runs): start, beat, stop at a cancel, fail with the error, succeed;
+  judge runs): start, beat, stop at a cancel, fail with the error, succeed; `queue_or_fail`,
+  `queued_or_raise` and `resume_items` queue such a job by its task's name and resume it;
 - `append_log` / `appended`: the log tail, stamped and bounded.
 
 Each move is one conditional UPDATE, so two parties that race (a cancel and the worker's
@@ -26,8 +27,10 @@ import logging
 import os
 import threading
 import traceback
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -36,6 +39,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.errors import Conflict, DomainError, TooMany
+from core.queueing import BrokerError, BrokerUnavailable, queue_task
 
 logger = logging.getLogger(__name__)
 
@@ -407,6 +411,64 @@ def reopen(
         raise refused(
             f"{noun(model)} {pk} is {job.status}: only a failed or cancelled {name} {again}."
         )
+
+
+# --- a job of items, queued by its task's name (sampling and judge runs) ---------------------
+
+
+def queue_or_fail(*, model: type[Job], pk: int, task: str, api_key: str = "") -> None:
+    """Send the job's task (the researcher's key for their own server travels in the task's
+    message only: never in the row, never in a log). A broker that cannot be reached fails the
+    job, which then resumes."""
+    job = model.objects.get(pk=pk)
+    secret = {"secret_kwargs": {"api_key": api_key}} if api_key else {}
+    try:
+        queue_task(task, (pk,), task_id=job.celery_task_id, **secret)
+    except (BrokerError, OSError) as exc:
+        logger.warning("Could not queue %s: %s", job, exc)
+        finish(
+            model=model,
+            pk=pk,
+            status=JobStatus.FAILED,
+            error=f"Could not queue the {model._meta.verbose_name}: the task broker is "
+            f"unreachable ({exc}).",
+            only_from=(JobStatus.QUEUED,),
+        )
+
+
+def queued_or_raise(*, model: type[Job], pk: int) -> Job:
+    """The job once its queueing committed; BrokerUnavailable when that failed it."""
+    job = model.objects.get(pk=pk)
+    if job.status == JobStatus.FAILED:
+        raise BrokerUnavailable(job.error)
+    return job
+
+
+def resume_items(
+    *,
+    model: type[Job],
+    pk: int,
+    left: "models.QuerySet",
+    left_noun: str,
+    task: str,
+    refused: type[Conflict],
+    advice: str,
+    enqueue: bool = True,
+    api_key: str = "",
+) -> Job:
+    """Queue a failed or cancelled job of items again (a running one whose worker is gone is
+    failed first, with `advice`); it does only the items `left` (a queryset of its items not
+    done). Raises `refused` for a job that is live or succeeded, BrokerUnavailable when the
+    task cannot be queued (the job is failed again, still resumable)."""
+    recover_stale(model=model, older_than=stale_cutoff(), advice=advice)
+    with transaction.atomic():
+        reopen(model=model, pk=pk, refused=refused, values={"celery_task_id": str(uuid.uuid4())})
+        append_log(model=model, pk=pk, text=f"Resumed: {left.count()} {left_noun} left.")
+        if enqueue:
+            transaction.on_commit(
+                partial(queue_or_fail, model=model, pk=pk, task=task, api_key=api_key)
+            )
+    return queued_or_raise(model=model, pk=pk)
 
 
 def process_alive(pid: int) -> bool:

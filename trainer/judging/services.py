@@ -26,12 +26,10 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
 from core import jobs
 from core.errors import DomainError, Invalid, NotFound
 from core.params import Params, param
-from core.queueing import BrokerUnavailable, queue_task
 from generators import GenerationRequest, GeneratorSpec, SamplingSettings, open_generator
 from generators.models import LocalModel
 from labeling.models import Solution
@@ -150,31 +148,16 @@ def request_judge_run(
         _log(run.pk, f"Queued by {run.requester}: {len(ids)} solutions, format {run.format}.")
         if enqueue:
             # A researcher's key for their own server travels in the task's message only.
-            transaction.on_commit(partial(_queue, run_id=run.pk, api_key=generator.api_key))
-    return _queued_or_raise(run.pk)
-
-
-def _queued_or_raise(run_id: int) -> JudgeRun:
-    run = JudgeRun.objects.get(pk=run_id)
-    if run.status == Status.FAILED:
-        raise BrokerUnavailable(run.error)
-    return run
-
-
-def _queue(*, run_id: int, api_key: str = "") -> None:
-    run = JudgeRun.objects.get(pk=run_id)
-    secret = {"secret_kwargs": {"api_key": api_key}} if api_key else {}
-    try:
-        queue_task(JUDGE_TASK, (run.pk,), task_id=run.celery_task_id, **secret)
-    except (BrokerError, OSError) as exc:
-        logger.warning("Could not queue %s: %s", run, exc)
-        jobs.finish(
-            model=JudgeRun,
-            pk=run_id,
-            status=Status.FAILED,
-            error=f"Could not queue the judge run: the task broker is unreachable ({exc}).",
-            only_from=(Status.QUEUED,),
-        )
+            transaction.on_commit(
+                partial(
+                    jobs.queue_or_fail,
+                    model=JudgeRun,
+                    pk=run.pk,
+                    task=JUDGE_TASK,
+                    api_key=generator.api_key,
+                )
+            )
+    return jobs.queued_or_raise(model=JudgeRun, pk=run.pk)
 
 
 def get_judge_run(*, run_id: int) -> JudgeRun:
@@ -195,19 +178,17 @@ def cancel_judge_run(*, run_id: int) -> JudgeRun:
 def resume_judge_run(*, run_id: int, enqueue: bool = True, api_key: str = "") -> JudgeRun:
     """Queue a failed or cancelled run again; it does only the solutions not done yet."""
     get_judge_run(run_id=run_id)
-    mark_stale_judge_runs_failed(older_than=jobs.stale_cutoff())
-    with transaction.atomic():
-        jobs.reopen(
-            model=JudgeRun,
-            pk=run_id,
-            refused=JudgeRefused,
-            values={"celery_task_id": str(uuid.uuid4())},
-        )
-        left = JudgeRunItem.objects.filter(run_id=run_id, done_at__isnull=True).count()
-        _log(run_id, f"Resumed: {left} solutions left.")
-        if enqueue:
-            transaction.on_commit(partial(_queue, run_id=run_id, api_key=api_key))
-    return _queued_or_raise(run_id)
+    return jobs.resume_items(
+        model=JudgeRun,
+        pk=run_id,
+        left=JudgeRunItem.objects.filter(run_id=run_id, done_at__isnull=True),
+        left_noun="solutions",
+        task=JUDGE_TASK,
+        refused=JudgeRefused,
+        advice=f"{STOPPED}.",
+        enqueue=enqueue,
+        api_key=api_key,
+    )
 
 
 def mark_stale_judge_runs_failed(*, older_than, worker_hostname: str = "") -> list[int]:

@@ -22,12 +22,10 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
 from core import jobs
 from core.errors import Invalid, NotFound
 from core.params import Params, param, refused
-from core.queueing import BrokerUnavailable, queue_task
 from generators import (
     GeneratorSpec,
     InvalidGenerator,
@@ -224,32 +222,16 @@ def request_sampling_run(
         if enqueue:
             # A key the researcher gave for their own server travels in the task's message
             # only: never in the run's row, never in a log.
-            transaction.on_commit(partial(_queue, run_id=run.pk, api_key=generator.api_key))
-    return _queued_or_raise(run.pk)
-
-
-def _queued_or_raise(run_id: int) -> SamplingRun:
-    run = SamplingRun.objects.get(pk=run_id)
-    if run.status == Status.FAILED:
-        raise BrokerUnavailable(run.error)
-    return run
-
-
-def _queue(*, run_id: int, api_key: str = "") -> None:
-    run = SamplingRun.objects.get(pk=run_id)
-    secret = {"secret_kwargs": {"api_key": api_key}} if api_key else {}
-    try:
-        queue_task(SAMPLING_TASK, (run.pk,), task_id=run.celery_task_id, **secret)
-    except (BrokerError, OSError) as exc:
-        logger.warning("Could not queue %s: %s", run, exc)
-        message = f"Could not queue the sampling run: the task broker is unreachable ({exc})."
-        jobs.finish(
-            model=SamplingRun,
-            pk=run_id,
-            status=Status.FAILED,
-            error=message,
-            only_from=(Status.QUEUED,),
-        )
+            transaction.on_commit(
+                partial(
+                    jobs.queue_or_fail,
+                    model=SamplingRun,
+                    pk=run.pk,
+                    task=SAMPLING_TASK,
+                    api_key=generator.api_key,
+                )
+            )
+    return jobs.queued_or_raise(model=SamplingRun, pk=run.pk)
 
 
 def _get(run_id: int) -> SamplingRun:
@@ -275,19 +257,17 @@ def resume_sampling_run(*, run_id: int, enqueue: bool = True, api_key: str = "")
     task cannot be queued (the run is failed again, still resumable).
     """
     _get(run_id)
-    mark_stale_sampling_runs_failed(older_than=jobs.stale_cutoff())
-    with transaction.atomic():
-        jobs.reopen(
-            model=SamplingRun,
-            pk=run_id,
-            refused=SamplingRefused,
-            values={"celery_task_id": str(uuid.uuid4())},
-        )
-        left = SamplingRunItem.objects.filter(run_id=run_id, done_at__isnull=True).count()
-        _log_to_run(run_id, f"Resumed: {left} items left.")
-        if enqueue:
-            transaction.on_commit(partial(_queue, run_id=run_id, api_key=api_key))
-    return _queued_or_raise(run_id)
+    return jobs.resume_items(
+        model=SamplingRun,
+        pk=run_id,
+        left=SamplingRunItem.objects.filter(run_id=run_id, done_at__isnull=True),
+        left_noun="items",
+        task=SAMPLING_TASK,
+        refused=SamplingRefused,
+        advice=f"{STOPPED}.",
+        enqueue=enqueue,
+        api_key=api_key,
+    )
 
 
 def mark_stale_sampling_runs_failed(

@@ -277,7 +277,7 @@ def test_the_api_starts_lists_cancels_resumes_and_exports_a_run(
         "sampling": {"temperature": 0.1},
     }
     with (
-        mock.patch("trainer.judging.services.queue_task") as queue,
+        mock.patch("core.jobs.queue_task") as queue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = client.post("/api/judge-runs/", body, content_type="application/json")
@@ -295,7 +295,7 @@ def test_the_api_starts_lists_cancels_resumes_and_exports_a_run(
     response = client.post(f"/api/judge-runs/{data['id']}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert client.post(f"/api/judge-runs/{data['id']}/cancel/").status_code == 409
-    with mock.patch("trainer.judging.services.queue_task"):
+    with mock.patch("core.jobs.queue_task"):
         response = client.post(f"/api/judge-runs/{data['id']}/resume/")
     assert response.status_code == 200 and response.json()["status"] == "queued"
 
@@ -373,7 +373,7 @@ def test_the_page_starts_a_run_and_shows_its_labels_per_solution(
         "max_tokens": "128",
         "seed": "3",
     }
-    with mock.patch("trainer.judging.services.queue_task"):
+    with mock.patch("core.jobs.queue_task"):
         response = client.post(reverse("judge-list"), form)
     assert response.status_code == 302, response.content.decode()[:2000]
     run = JudgeRun.objects.get()

@@ -43,7 +43,7 @@ def test_sampling_runs_past_the_limit_are_a_429_for_that_person_only(client, mak
         "sampling": {"max_tokens": 32},
     }
     client.force_login(rita)
-    with mock.patch("trainer.sampling.services.queue_task"):
+    with mock.patch("core.jobs.queue_task"):
         first = [client.post("/api/sampling-runs/", body, content_type="application/json")
                  for _ in range(2)]  # fmt: skip
         assert [r.status_code for r in first] == [201, 201]

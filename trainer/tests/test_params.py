@@ -259,7 +259,7 @@ def test_each_sampling_form_starts_from_the_defaults_its_api_takes(configured, a
     run_initial = {n: run_form.fields[n].initial for n in names}
     live_initial = {n: live_form.fields[n].initial for n in names}
 
-    with mock.patch("trainer.sampling.services.queue_task"):
+    with mock.patch("core.jobs.queue_task"):
         run = api.post(
             "/api/sampling-runs/",
             {"problem_ids": [configured.pk], "samples": 1},

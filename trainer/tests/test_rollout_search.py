@@ -297,7 +297,7 @@ def test_the_page_starts_a_search_run_and_shows_its_cost_and_agreement(client, m
         "max_tokens": 32,
         "seed": 5,
     }
-    with mock.patch("trainer.sampling.services.queue_task"):
+    with mock.patch("core.jobs.queue_task"):
         response = client.post(reverse("sampling-list"), form)
     assert response.status_code == 302
     run = SamplingRun.objects.get()
@@ -332,7 +332,7 @@ def test_the_api_takes_the_search_and_shows_the_cost(client, make_user):
         "generator": FAKE.to_dict(),
         "search": "first_error",
     }
-    with mock.patch("trainer.sampling.services.queue_task"):
+    with mock.patch("core.jobs.queue_task"):
         created = client.post("/api/sampling-runs/", body, content_type="application/json")
         assert created.status_code == 201, created.json()
         problem = solution.problem

@@ -359,7 +359,7 @@ def test_the_api_starts_watches_cancels_and_resumes_a_run(
         "sampling": {"temperature": 0.2, "max_tokens": 32},
     }
     with (
-        mock.patch("trainer.sampling.services.queue_task") as queue,
+        mock.patch("core.jobs.queue_task") as queue,
         django_capture_on_commit_callbacks(execute=True),
     ):
         response = client.post("/api/sampling-runs/", body, content_type="application/json")
@@ -373,7 +373,7 @@ def test_the_api_starts_watches_cancels_and_resumes_a_run(
     response = client.post(f"/api/sampling-runs/{data['id']}/cancel/")
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert client.post(f"/api/sampling-runs/{data['id']}/cancel/").status_code == 409
-    with mock.patch("trainer.sampling.services.queue_task"):
+    with mock.patch("core.jobs.queue_task"):
         response = client.post(f"/api/sampling-runs/{data['id']}/resume/")
     assert response.status_code == 200 and response.json()["status"] == "queued"
     assert client.get(f"/api/sampling-runs/{data['id']}/").json()["id"] == data["id"]
@@ -393,7 +393,7 @@ def test_the_api_records_the_selection_a_run_chains_with_its_settings_filled_in(
         "generator": FAKE.to_dict(),
         "then_select": {"batch_size": 3},
     }
-    with mock.patch("trainer.sampling.services.queue_task"):
+    with mock.patch("core.jobs.queue_task"):
         response = client.post("/api/sampling-runs/", body, content_type="application/json")
     assert response.status_code == 201, response.content
     then_select = SamplingRun.objects.get().then_select
@@ -441,7 +441,7 @@ def test_a_broker_that_is_down_answers_503_and_records_the_run_failed(
     def down(*args, **kwargs):
         raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-    monkeypatch.setattr(sampling, "queue_task", down)
+    monkeypatch.setattr("core.jobs.queue_task", down)
     problem = make_problems(1)[0]
     client.force_login(make_user("rita", "researcher"))
     body = {"problem_ids": [problem.pk], "samples": 1, "generator": FAKE.to_dict()}
@@ -450,7 +450,7 @@ def test_a_broker_that_is_down_answers_503_and_records_the_run_failed(
     assert "broker is unreachable" in response.json()["detail"]
     run = SamplingRun.objects.get()
     assert run.status == "failed"  # and resumable once the broker is back
-    monkeypatch.setattr(sampling, "queue_task", lambda *a, **k: None)
+    monkeypatch.setattr("core.jobs.queue_task", lambda *a, **k: None)
     response = client.post(f"/api/sampling-runs/{run.pk}/resume/")
     assert response.status_code == 200 and response.json()["status"] == "queued"
 
