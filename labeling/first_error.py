@@ -50,6 +50,17 @@ def position(*, ratings: Mapping[int, int] | Sequence[int], steps: int) -> int |
     return steps
 
 
+def positions_of(ratings: Mapping[int, Mapping[int, int] | Sequence[int]]) -> dict[int, int]:
+    """Solution id -> the first-error position of its step ratings, for the solutions whose
+    ratings decide one (a source's reader gives `ratings`: solution id -> its step ratings)."""
+    steps, found = step_counts(ratings), {}
+    for solution_id, rated in ratings.items():
+        decided = position(ratings=rated, steps=steps[solution_id])
+        if decided is not None:
+            found[solution_id] = decided
+    return found
+
+
 def label_position(label: Label, *, steps: int) -> int | None:
     """A submitted label's position; None for a label given up or reporting a bad problem."""
     return position(ratings=label.ratings, steps=steps) if label.is_complete else None

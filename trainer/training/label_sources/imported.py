@@ -21,10 +21,9 @@ def positions(*, solution_ids: list[int]) -> dict[int, int]:
     """The first error of each solution's newest imported label."""
     from django.db.models import Max
 
-    from labeling.first_error import position, step_counts
+    from labeling.first_error import positions_of
     from trainer.sampling.models import ImportedLabel
 
-    steps, found = step_counts(solution_ids), {}
     newest = (
         ImportedLabel.objects.filter(solution_id__in=solution_ids)
         .order_by()
@@ -32,13 +31,9 @@ def positions(*, solution_ids: list[int]) -> dict[int, int]:
         .annotate(newest=Max("pk"))
         .values("newest")
     )
-    for solution_id, ratings in ImportedLabel.objects.filter(pk__in=newest).values_list(
-        "solution_id", "ratings"
-    ):
-        decided = position(ratings=ratings, steps=steps[solution_id])
-        if decided is not None:
-            found[solution_id] = decided
-    return found
+    return positions_of(
+        dict(ImportedLabel.objects.filter(pk__in=newest).values_list("solution_id", "ratings"))
+    )
 
 
 SOURCE = register(

@@ -33,15 +33,15 @@ def labeled_ids():
 
 
 def positions(*, solution_ids: list[int]) -> dict[int, int]:
-    from labeling.first_error import position, step_counts
+    from labeling.first_error import positions_of
 
-    steps, found = step_counts(solution_ids), {}
-    for solution_id, (_, labels) in read(solution_ids=solution_ids).items():
-        ratings = {index: label.rating for index, label in labels.items()}
-        decided = position(ratings=ratings, steps=steps[solution_id])
-        if decided is not None:
-            found[solution_id] = decided
-    return found
+    read_labels = read(solution_ids=solution_ids)
+    return positions_of(
+        {
+            pk: {i: label.rating for i, label in labels.items()}
+            for pk, (_, labels) in read_labels.items()
+        }
+    )
 
 
 SOURCE = register(
