@@ -96,6 +96,10 @@ class LiveChoices(Mapping):
     def __len__(self) -> int:
         return len(self.read())
 
+    def __contains__(self, key: object) -> bool:
+        # A value sent as a list or an object is no choice, not an error of the check.
+        return isinstance(key, str) and key in self.read()
+
 
 def like(other: type, name: str, **changes: Any) -> Any:
     """A field with the bounds and choices of `other`'s field `name`, and `changes` (label,
@@ -209,7 +213,7 @@ def _one(name: str, meta: Mapping[str, Any], kind: type, value: Any, *, error) -
             raise refused(error, name, f"{name} must be true or false.")
         return value
     if kind is str:
-        if meta["choices"] and value not in meta["choices"]:
+        if meta["choices"] and (not isinstance(value, str) or value not in meta["choices"]):
             raise refused(error, name, f"{name} must be one of {', '.join(meta['choices'])}.")
         if not isinstance(value, str):
             raise refused(error, name, f"{name} must be text.")

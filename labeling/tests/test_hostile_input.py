@@ -5,6 +5,7 @@ Over 500 lines on purpose: one test per hostile shape, each short, read side by 
 refusal it checks; split by endpoint they would repeat the same fixtures.
 """
 
+import gc
 import json
 import socket
 import time
@@ -452,8 +453,11 @@ def test_an_upload_over_the_limit_is_refused_before_its_body_is_read(
         ({"learning_rate": "nan"}, "learning_rate"),
         ({"warmup_ratio": -5}, "warmup_ratio"),
         ({"epochs": True}, "epochs"),
+        # The choices are read from a registry (a dict): a list or an object is no key of it.
+        ({"label_source": ["human"]}, "label_source must be one of"),
+        ({"consensus_sources": {"rollout": 1}}, "consensus_sources must be one of"),
     ],
-    ids=["nan-learning-rate", "negative-warmup", "boolean-epochs"],
+    ids=["nan-learning-rate", "negative-warmup", "boolean-epochs", "list-source", "object-sources"],
 )
 def test_bad_training_params_are_a_400(problem, params, message):
     from trainer.models import TrainingRun
@@ -494,14 +498,19 @@ def hostile_text(shape: str, size: int = HOSTILE_SIZE) -> str:
 
 
 def seconds(call) -> float:
-    # Once more if slow: a machine busy elsewhere, not a slow path, gets a second chance.
-    for _ in range(2):
+    """The fastest of up to three runs, each after a full garbage collection: a collection of
+    the test process's heap landing inside one run doubled a 50 kB page's 0.2 s (on CI's
+    2-core AMD machine), and a machine busy elsewhere gets another chance; a slow path is slow
+    every time."""
+    best = float("inf")
+    for _ in range(3):
+        gc.collect()
         started = time.perf_counter()
         call()
-        elapsed = time.perf_counter() - started
-        if elapsed < FAST:
+        best = min(best, time.perf_counter() - started)
+        if best < FAST:
             break
-    return elapsed
+    return best
 
 
 RENDERERS = {
@@ -551,23 +560,28 @@ def test_a_real_guideline_of_the_longest_kind_is_rendered_as_markdown(problem):
      "open-bracket", "answer-heading", "invisible"],
 )  # fmt: skip
 def test_the_inspection_page_of_a_solution_with_a_50_kb_step_answers_fast(client, shape):
+    """Under half a second, or (a machine slower than that) in at most twice the time a
+    linear page would take, 4 times the text in at most 8 times the time of a quarter of it
+    measured in the same run: the quadratic paths took 3 to 20 s and 16 times."""
     _create_role_users()
     client.force_login(User.objects.get(username="researcher"))
     problem = Problem.objects.create(text="What is $1+1$?", answer="2")
     fine = Solution.objects.create(problem=problem, steps=["$1+1=2$."], answer="2", is_correct=True)
-    text = hostile_text(shape)
-    hostile = Solution.objects.create(
-        problem=problem, steps=["Start.", text], answer=text[:5000], is_correct=False
-    )
     assert client.get(f"/inspect/solutions/{fine.pk}/").status_code == 200  # templates loaded
-    response = None
 
-    def get():
-        nonlocal response
-        response = client.get(f"/inspect/solutions/{hostile.pk}/")
+    def page_seconds(size: int) -> float:
+        text = hostile_text(shape, size)
+        hostile = Solution.objects.create(
+            problem=problem, steps=["Start.", text], answer=text[:5000], is_correct=False
+        )
+        statuses = []
+        taken = seconds(lambda: statuses.append(client.get(f"/inspect/solutions/{hostile.pk}/")))
+        assert {r.status_code for r in statuses} == {200}
+        return taken
 
-    assert seconds(get) < FAST
-    assert response.status_code == 200
+    full, quarter = page_seconds(HOSTILE_SIZE), page_seconds(HOSTILE_SIZE // 4)
+    assert full < FAST or full < 8 * quarter, f"{full:.2f} s at 50 kB, {quarter:.2f} s at 12.5 kB"
+    assert full < 3.0
 
 
 def test_the_admin_refuses_a_guideline_markdown_would_render_slowly(client, make_user, monkeypatch):
