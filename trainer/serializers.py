@@ -1,11 +1,15 @@
 """API representations of training runs, model versions (with their scoring's progress) and
 generations."""
 
+from collections.abc import Callable
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import jobs
 from core.params import describe, params_from_data, serializer_fields
+from generators import outbound
 from labeling.models import Generation
 from labeling.services.overlap import OverlapParams
 from trainer.evaluation.serializers import EvaluationSerializer
@@ -17,6 +21,39 @@ from trainer.selection.services import SelectionParams
 from trainer.training.model_versions import comparison_with_active
 from trainer.training.params import TrainingParams
 from trainer.training.selectors import active_model_version
+
+
+class ProgressSerializer(serializers.Serializer):
+    """Items done of all, for a job of items (sampling runs, judge runs)."""
+
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    percent = serializers.IntegerField()
+
+
+class ItemJobSerializer(serializers.ModelSerializer):
+    """A job of items as the API answers it: who asked for it, and its progress, which each
+    kind computes (`progress_of`, its service's `progress(run)`)."""
+
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    progress = serializers.SerializerMethodField()
+    progress_of: Callable[[Any], dict] = staticmethod(lambda run: {})
+
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, run) -> dict:
+        return type(self).progress_of(run)
+
+
+def api_key_field(help_text: str) -> serializers.CharField:
+    """The researcher's key for their own server: taken, never stored or answered."""
+    return serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        write_only=True,
+        max_length=outbound.MAX_KEY_CHARS,
+        help_text=help_text,
+    )
 
 
 class TrainingRunSerializer(serializers.ModelSerializer):

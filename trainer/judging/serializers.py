@@ -1,6 +1,5 @@
 """API representations of judge runs and of a request to start one."""
 
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import jobs
@@ -10,19 +9,11 @@ from generators import GeneratorSpec, InvalidGenerator, SamplingSettings, outbou
 from trainer.judging import services as judging
 from trainer.judging.models import JudgeRun
 from trainer.judging.services import JudgeParams
+from trainer.serializers import ItemJobSerializer, api_key_field
 
 
-class JudgeProgressSerializer(serializers.Serializer):
-    """Solutions judged of all (its own schema component: sampling's is "Progress")."""
-
-    done = serializers.IntegerField()
-    total = serializers.IntegerField()
-    percent = serializers.IntegerField()
-
-
-class JudgeRunSerializer(serializers.ModelSerializer):
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    progress = serializers.SerializerMethodField()
+class JudgeRunSerializer(ItemJobSerializer):
+    progress_of = staticmethod(judging.progress)
 
     class Meta:
         model = JudgeRun
@@ -42,21 +33,6 @@ class JudgeRunSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
-    @extend_schema_field(JudgeProgressSerializer)
-    def get_progress(self, run: JudgeRun) -> dict:
-        return judging.progress(run)
-
-
-def _api_key_field(help_text: str) -> serializers.CharField:
-    return serializers.CharField(
-        required=False,
-        default="",
-        allow_blank=True,
-        write_only=True,
-        max_length=outbound.MAX_KEY_CHARS,
-        help_text=help_text,
-    )
-
 
 class JudgeRunRequestSerializer(serializers.Serializer):
     """Which solutions to judge, by which generator (the configured one when left out), with
@@ -67,7 +43,7 @@ class JudgeRunRequestSerializer(serializers.Serializer):
         required=False,
         help_text="backend (openai|local), model, base_url; left out: GENERATOR_MODEL.",
     )
-    api_key = _api_key_field("Your own server's key: sent with this run's requests, never stored.")
+    api_key = api_key_field("Your own server's key: sent with this run's requests, never stored.")
     sampling = serializers.DictField(
         required=False,
         default=dict,
@@ -96,7 +72,7 @@ class JudgeRunRequestSerializer(serializers.Serializer):
 class JudgeResumeSerializer(serializers.Serializer):
     """A resumed run at a researcher's own server needs its key again: it was never stored."""
 
-    api_key = _api_key_field("Your own server's key, as when the run was started; never stored.")
+    api_key = api_key_field("Your own server's key, as when the run was started; never stored.")
 
     def validate_api_key(self, value: str) -> str:
         try:

@@ -1,6 +1,5 @@
 """API representations of sampling runs and of a request to start one."""
 
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core import jobs
@@ -14,29 +13,11 @@ from trainer.sampling.services import (
     problem_ids_matching,
     progress,
 )
-from trainer.serializers import GenerationRequestSerializer
+from trainer.serializers import GenerationRequestSerializer, ItemJobSerializer, api_key_field
 
 
-def _api_key_field(help_text: str) -> serializers.CharField:
-    return serializers.CharField(
-        required=False,
-        default="",
-        allow_blank=True,
-        write_only=True,
-        max_length=outbound.MAX_KEY_CHARS,
-        help_text=help_text,
-    )
-
-
-class ProgressSerializer(serializers.Serializer):
-    done = serializers.IntegerField()
-    total = serializers.IntegerField()
-    percent = serializers.IntegerField()
-
-
-class SamplingRunSerializer(serializers.ModelSerializer):
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    progress = serializers.SerializerMethodField()
+class SamplingRunSerializer(ItemJobSerializer):
+    progress_of = staticmethod(progress)
 
     class Meta:
         model = SamplingRun
@@ -60,10 +41,6 @@ class SamplingRunSerializer(serializers.ModelSerializer):
             *jobs.API_FIELDS,
         ]
         read_only_fields = fields
-
-    @extend_schema_field(ProgressSerializer)
-    def get_progress(self, run: SamplingRun) -> dict:
-        return progress(run)
 
 
 class ProblemFilterSerializer(serializers.Serializer):
@@ -92,7 +69,7 @@ class SamplingRunRequestSerializer(serializers.Serializer):
         "base_url is one of the operator's (GENERATOR_BASE_URL, GENERATOR_ALLOWED_BASE_URLS) "
         "or a server of your own at a public address.",
     )
-    api_key = _api_key_field(
+    api_key = api_key_field(
         "Your own server's key: sent with this run's requests, never stored. The "
         "operator's URLs are sent the operator's key."
     )
@@ -133,7 +110,7 @@ class SamplingRunRequestSerializer(serializers.Serializer):
 class SamplingResumeSerializer(serializers.Serializer):
     """A resumed run at a researcher's own server needs its key again: it was never stored."""
 
-    api_key = _api_key_field("Your own server's key, as when the run was started; never stored.")
+    api_key = api_key_field("Your own server's key, as when the run was started; never stored.")
 
     def validate_api_key(self, value: str) -> str:
         try:
