@@ -436,6 +436,11 @@ def queue_or_fail(*, model: type[Job], pk: int, task: str, api_key: str = "") ->
         )
 
 
+def queue_on_commit(*, model: type[Job], pk: int, task: str, api_key: str = "") -> None:
+    """`queue_or_fail` once the transaction that wrote the job commits."""
+    transaction.on_commit(partial(queue_or_fail, model=model, pk=pk, task=task, api_key=api_key))
+
+
 def queued_or_raise(*, model: type[Job], pk: int) -> Job:
     """The job once its queueing committed; BrokerUnavailable when that failed it."""
     job = model.objects.get(pk=pk)
@@ -465,9 +470,7 @@ def resume_items(
         reopen(model=model, pk=pk, refused=refused, values={"celery_task_id": str(uuid.uuid4())})
         append_log(model=model, pk=pk, text=f"Resumed: {left.count()} {left_noun} left.")
         if enqueue:
-            transaction.on_commit(
-                partial(queue_or_fail, model=model, pk=pk, task=task, api_key=api_key)
-            )
+            queue_on_commit(model=model, pk=pk, task=task, api_key=api_key)
     return queued_or_raise(model=model, pk=pk)
 
 

@@ -148,14 +148,8 @@ def request_judge_run(
         _log(run.pk, f"Queued by {run.requester}: {len(ids)} solutions, format {run.format}.")
         if enqueue:
             # A researcher's key for their own server travels in the task's message only.
-            transaction.on_commit(
-                partial(
-                    jobs.queue_or_fail,
-                    model=JudgeRun,
-                    pk=run.pk,
-                    task=JUDGE_TASK,
-                    api_key=generator.api_key,
-                )
+            jobs.queue_on_commit(
+                model=JudgeRun, pk=run.pk, task=JUDGE_TASK, api_key=generator.api_key
             )
     return jobs.queued_or_raise(model=JudgeRun, pk=run.pk)
 

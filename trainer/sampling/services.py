@@ -222,14 +222,8 @@ def request_sampling_run(
         if enqueue:
             # A key the researcher gave for their own server travels in the task's message
             # only: never in the run's row, never in a log.
-            transaction.on_commit(
-                partial(
-                    jobs.queue_or_fail,
-                    model=SamplingRun,
-                    pk=run.pk,
-                    task=SAMPLING_TASK,
-                    api_key=generator.api_key,
-                )
+            jobs.queue_on_commit(
+                model=SamplingRun, pk=run.pk, task=SAMPLING_TASK, api_key=generator.api_key
             )
     return jobs.queued_or_raise(model=SamplingRun, pk=run.pk)
 

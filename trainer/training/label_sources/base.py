@@ -52,6 +52,26 @@ class FirstErrorReader:
     positions: Callable[..., dict[int, int]]
 
 
+def positions_of_steps(
+    read: Callable[..., dict[int, tuple[int | None, Mapping[int, Any]]]],
+    rating: Callable[[Any], int],
+) -> Callable[..., dict[int, int]]:
+    """A first-error reader's `positions` from a machine reader's `read` and the rating
+    (+1 / 0 / -1) a step's label stands for."""
+
+    def positions(*, solution_ids: list[int]) -> dict[int, int]:
+        from labeling.first_error import positions_of
+
+        return positions_of(
+            {
+                pk: {index: rating(label) for index, label in labels.items()}
+                for pk, (_, labels) in read(solution_ids=solution_ids).items()
+            }
+        )
+
+    return positions
+
+
 @dataclass(frozen=True)
 class LabelSource:
     name: str  # as the API, the command line and `Example.source` name it

@@ -6,6 +6,7 @@ from trainer.training.label_sources.base import (
     FirstErrorReader,
     LabelSource,
     MachineReader,
+    positions_of_steps,
     register,
 )
 
@@ -32,18 +33,6 @@ def labeled_ids():
     return JudgeLabel.objects.values("solution_id")
 
 
-def positions(*, solution_ids: list[int]) -> dict[int, int]:
-    from labeling.first_error import positions_of
-
-    read_labels = read(solution_ids=solution_ids)
-    return positions_of(
-        {
-            pk: {i: label.rating for i, label in labels.items()}
-            for pk, (_, labels) in read_labels.items()
-        }
-    )
-
-
 SOURCE = register(
     LabelSource(
         name="judge",
@@ -54,6 +43,10 @@ SOURCE = register(
             bad=lambda label: label.rating == -1,
             help="the newest judge run rated the step -1",
         ),
-        first_error=FirstErrorReader(title="Judge", labeled=labeled_ids, positions=positions),
+        first_error=FirstErrorReader(
+            title="Judge",
+            labeled=labeled_ids,
+            positions=positions_of_steps(read, lambda label: label.rating),
+        ),
     )
 )

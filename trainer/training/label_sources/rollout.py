@@ -9,6 +9,7 @@ from trainer.training.label_sources.base import (
     LabelSource,
     MachineReader,
     Trains,
+    positions_of_steps,
     register,
 )
 
@@ -47,18 +48,6 @@ def labeled_ids():
     return RolloutLabel.objects.values("solution_id")
 
 
-def positions(*, solution_ids: list[int]) -> dict[int, int]:
-    from labeling.first_error import positions_of
-
-    read_labels = read(solution_ids=solution_ids)
-    return positions_of(
-        {
-            pk: {i: label.hard for i, label in labels.items()}
-            for pk, (_, labels) in read_labels.items()
-        }
-    )
-
-
 SOURCE = register(
     LabelSource(
         name="rollout",
@@ -76,7 +65,9 @@ SOURCE = register(
             help="no rollout of the newest rollout run reached the answer from the step",
         ),
         first_error=FirstErrorReader(
-            title="Rollouts (hard)", labeled=labeled_ids, positions=positions
+            title="Rollouts (hard)",
+            labeled=labeled_ids,
+            positions=positions_of_steps(read, lambda label: label.hard),
         ),
     )
 )
