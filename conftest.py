@@ -22,10 +22,10 @@ pytest_plugins = ["generators.tests.generator_fixtures"]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
-# Scoring in fp32, whatever the CPU: the suite checks fp32's equalities (one item scored alone
-# as in a batch, packed as separate, transformers alone as the app). The bf16 scoring a CPU
-# with AMX gets by default is checked against them in trainer/tests/test_cpu_bfloat16.py.
-os.environ.setdefault("PRM_CPU_BFLOAT16", "off")
+# Scoring in fp32 (the default), whatever the environment says: the suite checks fp32's
+# equalities (one item scored alone as in a batch, packed as separate, transformers alone as
+# the app). bf16 scoring is checked against them in trainer/tests/test_cpu_bfloat16.py.
+os.environ["PRM_CPU_BFLOAT16"] = "off"
 
 
 def require(condition: bool, reason: str) -> None:

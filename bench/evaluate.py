@@ -1,8 +1,8 @@
 """Benchmark: scoring an evaluation set of real-length items as evaluation does now (length
 buckets, `trainer.evaluation.sets.length_batches`, each forward pass on the CPU under
-`CPU_SCORE_TOKENS`, in bf16 autocast where the CPU has AMX: `PRM_CPU_BFLOAT16`) against the
-file order in padded fp32 batches of 16 (before issue 46, item 1), the buckets in fp32, and one
-item at a time.
+`CPU_SCORE_TOKENS`, in fp32) against the file order in padded fp32 batches of 16 (before issue
+46, item 1) and one item at a time; where the CPU has AMX, also the buckets in bf16 autocast
+(`PRM_CPU_BFLOAT16=auto`, not the default), with what it does to the figures.
 
     .venv/bin/python bench/evaluate.py --base-model var/models/smollm2-135m-instruct [--items 162]
 
@@ -177,13 +177,13 @@ def main() -> None:
     if args.skip_file_order:
         del orders[FILE_ORDER]
     if amx:
-        orders["length buckets, bf16 autocast (now: this CPU has AMX)"] = (
+        orders["length buckets, bf16 autocast (PRM_CPU_BFLOAT16=auto: this CPU has AMX)"] = (
             length_batches(chars),
             budget,
             "auto",
         )
     else:
-        print("  this CPU has no AMX: scoring stays fp32 here (PRM_CPU_BFLOAT16=auto)")
+        print("  this CPU has no AMX: PRM_CPU_BFLOAT16=auto scores in fp32 here")
         if args.bf16:
             # Its figures, as an AMX CPU would give them; its time means nothing here.
             orders["length buckets, bf16 autocast (forced: no AMX, time not meaningful)"] = (
@@ -236,7 +236,7 @@ def main() -> None:
 
 
 FILE_ORDER = "file order, batches of 16, fp32 (before)"
-BUCKETS_FP32 = "length buckets under the token budget, fp32"
+BUCKETS_FP32 = "length buckets under the token budget, fp32 (now)"
 
 
 def shown_figures(result: dict) -> dict[str, str]:
