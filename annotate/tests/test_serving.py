@@ -142,15 +142,22 @@ def open_slow_request(port: int) -> socket.socket:
     return sock
 
 
+def timed_get(url: str, *, timeout: float) -> tuple[int | str, float]:
+    """(status, or the error's name; seconds) of one GET."""
+    asked = time.monotonic()
+    try:
+        status: int | str = requests.get(url, timeout=timeout).status_code
+    except requests.RequestException as error:
+        status = type(error).__name__
+    return status, time.monotonic() - asked
+
+
 def test_slow_header_senders_do_not_starve_the_server(server):
     # A first request pays for imports and the first database connection: not the point.
     assert requests.get(f"{server.url}/accounts/login/", timeout=30).status_code == 200
-    unloaded = 0.0
-    for _ in range(3):
-        for path in PATHS:
-            asked = time.monotonic()
-            assert requests.get(f"{server.url}{path}", timeout=30).status_code == 200
-            unloaded = max(unloaded, time.monotonic() - asked)
+    before = [timed_get(f"{server.url}{path}", timeout=30) for _ in range(3) for path in PATHS]
+    assert {status for status, _ in before} == {200}
+    unloaded = max(seconds for _, seconds in before)
     within = max(ANSWER_WITHIN_S, TIMES_UNLOADED * unloaded)
     slow = [open_slow_request(server.port) for _ in range(SLOW_CLIENTS)]
     answers = []
@@ -162,12 +169,7 @@ def test_slow_header_senders_do_not_starve_the_server(server):
                 # Raises if the server gave up on a slow client: the test needs them open.
                 sock.sendall(b"X-Slow-%d: still sending\r\n" % beat)
             for path in PATHS:
-                asked = time.monotonic()
-                try:
-                    status = requests.get(f"{server.url}{path}", timeout=within + 5).status_code
-                except requests.RequestException as error:
-                    status = type(error).__name__
-                answers.append((path, status, time.monotonic() - asked))
+                answers.append((path, *timed_get(f"{server.url}{path}", timeout=within + 5)))
             beat += 1
             time.sleep(max(0.0, started + beat * HEADER_EVERY_S - time.monotonic()))
     finally:

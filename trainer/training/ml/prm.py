@@ -84,7 +84,7 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-CPU_BFLOAT16_CHOICES = ("off", "auto", "on")
+CPU_BFLOAT16_CHOICES = ("off", "auto", "on")  # the first is the default
 
 
 def cpu_bfloat16() -> bool:
@@ -97,7 +97,7 @@ def cpu_bfloat16() -> bool:
     moved step scores by up to 0.3 and the first step under 0.5 on 33 items, and the first-error
     accuracy on correct solutions from 0.083 to 0.028 (docs/benchmarks.md). Scoring only:
     training on the CPU is fp32."""
-    wanted = os.environ.get("PRM_CPU_BFLOAT16", "off").strip().lower() or "off"
+    wanted = os.environ.get("PRM_CPU_BFLOAT16", "").strip().lower() or CPU_BFLOAT16_CHOICES[0]
     if wanted not in CPU_BFLOAT16_CHOICES:
         raise ValueError(
             f"PRM_CPU_BFLOAT16 must be one of {', '.join(CPU_BFLOAT16_CHOICES)}, not {wanted!r}"
